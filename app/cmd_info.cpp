@@ -1,0 +1,45 @@
+// attntrace info FILE...: format, dtype, shape, order, element count and statistics per file.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attntrace/stats.hpp"
+#include "attntrace/tensor_io.hpp"
+#include "commands.hpp"
+
+namespace {
+
+struct InfoOptions {
+    std::vector<std::string> files;
+    bool json = false;
+};
+
+// Stops at the first bad file (exit 3); the files before it are already printed.
+void run_info(const InfoOptions& opt) {
+    for (const std::string& file : opt.files) {
+        const auto loaded = attntrace::load_tensor<double>(file);
+        const attntrace::Shape shape(loaded.array.shape().begin(), loaded.array.shape().end());
+        const auto stats = attntrace::tensor_stats(loaded.array);
+        std::cout << (opt.json ? attntrace::info_json(loaded.source, shape, stats)
+                               : attntrace::info_text(loaded.source, shape, stats))
+                  << std::flush;
+    }
+}
+
+}  // namespace
+
+void setup_info(CLI::App& app) {
+    auto opt = std::make_shared<InfoOptions>();
+    auto* cmd = app.add_subcommand("info", "Describe tensor files: format, dtype, shape, statistics");
+    cmd->add_option("FILE", opt->files, "a .npy or JSON tensor file; - reads stdin")->required();
+    cmd->add_flag("--json", opt->json, "one JSON object per file, one per line (JSON Lines)");
+    cmd->footer(R"(min/max/mean/std are over the finite values; NaN and Inf are counted apart.
+Stops at the first file that cannot be read (exit 3).
+
+Examples:
+  attntrace info data/x.npy
+  attntrace info --json a.npy b.json | jq .shape
+  attntrace random --shape 2,3 -o - | attntrace info -)");
+    cmd->callback([opt] { run_info(*opt); });
+}

@@ -1,0 +1,79 @@
+// attntrace: the command line. Adds the subcommands, parses, and is the only place that turns
+// exceptions into exit codes (the table is in errors.hpp and the README):
+//   0 ok, 1 compare found differences, 2 bad command line, 3 bad input, 4 cannot write the output,
+//   70 internal error (a bug: an exception no one expected).
+#include <csignal>
+#include <iostream>
+#include <new>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "attntrace/atomic_output.hpp"
+#include "attntrace/errors.hpp"
+#include "commands.hpp"
+
+namespace {
+
+constexpr int exit_internal = 70;  // EX_SOFTWARE
+
+int fail(int code, std::string message) {
+    for (char& c : message) c = (c == '\n' || c == '\r') ? ' ' : c;  // exactly one line
+    std::cerr << "attntrace: error: " << message << std::endl;
+    return code;
+}
+
+// CLI11 says "A subcommand is required" for a misspelt one too: name the word instead.
+std::string usage_message(const CLI::App& app, const CLI::ParseError& e) {
+    const std::vector<std::string> rest = app.remaining();
+    if (!app.get_subcommands().empty() || rest.empty()) return e.what();
+    const bool option = rest.front().starts_with('-');
+    return rest.front() + (option ? ": unknown option" : ": unknown command") + " (see attntrace --help)";
+}
+
+extern "C" void on_signal(int sig) {
+    attntrace::remove_pending_temp_files();  // no half-written output survives an interrupt
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+
+    CLI::App app("attntrace: read, convert, compare and trace tensors (.npy, JSON)", "attntrace");
+    app.set_version_flag("--version", "attntrace " ATTNTRACE_VERSION);
+    app.require_subcommand(1);
+    setup_info(app);
+    setup_convert(app);
+    setup_compare(app);
+    setup_random(app);
+    setup_sdpa(app);
+    setup_mha(app);
+
+    try {
+        app.parse(argc, argv);  // the chosen subcommand's callback runs inside
+        std::cout.flush();
+        if (!std::cout) return fail(attntrace::exit_output, "stdout: write failed");
+        return attntrace::exit_ok;
+    } catch (const CLI::RuntimeError& e) {  // a command's own exit code (compare: 1)
+        return e.get_exit_code();
+    } catch (const CLI::Success& e) {  // --help, --help-all, --version
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        return fail(attntrace::exit_usage, usage_message(app, e));
+    } catch (const attntrace::UsageError& e) {
+        return fail(attntrace::exit_usage, e.what());
+    } catch (const attntrace::InputError& e) {
+        return fail(attntrace::exit_input, e.what());
+    } catch (const attntrace::OutputError& e) {
+        return fail(attntrace::exit_output, e.what());
+    } catch (const std::bad_alloc&) {
+        return fail(attntrace::exit_input, "out of memory (is an input or --shape too large?)");
+    } catch (const std::exception& e) {
+        return fail(exit_internal, std::string("internal error: ") + e.what());
+    }
+}

@@ -1,0 +1,85 @@
+#pragma once
+// Scaled dot-product and multi-head attention, BLAS-backed, for float and double.
+//
+// Legend: B batch, Lq/Lk query/key lengths, Eq/Ek/Ev query/key/value input dims, E = Eq,
+// H heads, G kv heads (H % G == 0; query head h uses kv head h / (H/G)), P head dim,
+// Pv value head dim, PO output dim. sdpa has no heads: its "heads" are Q's leading dims.
+//
+// The forward pass, one function per stage in attention.cpp:
+//   project -> split_heads -> scores -> masks -> softmax -> context -> merge_heads -> out_project
+// split_heads and merge_heads move no data: a head is a column block of the projection with a
+// leading dimension, and each head's context is written straight into its block of `merged`.
+// A query row with no allowed key gets all-zero weights and a zero context (never NaN).
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+#include <optional>
+#include <string>
+
+#include "attntrace/observer.hpp"
+#include "attntrace/params.hpp"
+#include "attntrace/tensor.hpp"
+
+namespace attntrace {
+
+// Masks combine: what is allowed is the AND of every mask; a float attn_mask is added to the
+// scores. Each optional mask keeps the name it came from for messages.
+template <class T>
+struct Masks {
+    bool causal = false;                   // query i sees keys j <= i (top-left aligned)
+    std::optional<Array<T>> attn_mask;     // (Lq, Lk) or broadcastable to (B, H, Lq, Lk)
+    bool attn_mask_is_bool = false;        // true: nonzero = not allowed; false: added
+    std::string attn_mask_name;
+    std::optional<Array<T>> key_padding_mask;  // (B, Lk), nonzero = ignore that key (mha only)
+    std::string key_padding_mask_name;
+    std::optional<Array<T>> valid_lens;    // (B,) or (B, Lq): keys j >= len are masked (mha only)
+    std::string valid_lens_name;
+};
+
+struct AttentionOptions {
+    std::optional<double> scale;   // default 1/sqrt(P)
+    bool need_weights = false;     // return the softmax weights
+    bool average_heads = false;    // mha: average the weights over heads, as PyTorch's default
+    bool row_stats = false;        // per query row: entropy and most-attended key (head statistics)
+    std::size_t threads = 0;       // 0: OpenBLAS's default
+    std::string query_name = "query", key_name = "key", value_name = "value";
+};
+
+struct MhaConfig {
+    std::size_t heads = 0;       // H
+    std::size_t kv_heads = 0;    // G; 0 means H
+    bool out_proj = true;        // false: heads concatenated with no W_o (seed 004)
+};
+
+// What each attention row attends to: per (head index, query), the head index being (B, H) for
+// mha and Q's leading dims for sdpa. Computed on both paths (the tiled one keeps no weights).
+struct RowStats {
+    Shape shape;                      // (B, H, Lq) or (..., Lq); unbatched mha: (H, Lq)
+    std::vector<double> entropy;      // -sum_j w_j ln w_j, in nats; 0 for an empty row
+    std::vector<std::int64_t> argmax; // the key with the most weight (first of ties); -1 if empty
+    std::vector<double> max_weight;   // its weight; 0 if empty
+};
+
+template <class T>
+struct AttentionResult {
+    Array<T> output;                // sdpa (..., Lq, Ev); mha (B, Lq, PO) or (Lq, PO)
+    std::optional<Array<T>> weights;  // (..., Lq, Lk); mha (B, H, Lq, Lk), averaged (B, Lq, Lk)
+    double scale = 0;               // the scale actually applied
+    std::size_t empty_rows = 0;     // query rows (over every head) left with no allowed key
+    HeadSizes sizes;                // mha: P, Pv, PO
+    std::optional<RowStats> row_stats;  // with options.row_stats
+};
+
+// Q (..., Lq, E), K (..., Lk, E), V (..., Lk, Ev), equal leading dims.
+template <class T>
+AttentionResult<T> sdpa(const Array<T>& q, const Array<T>& k, const Array<T>& v, const Masks<T>& masks,
+                        const AttentionOptions& options, Observer<T>* observer = nullptr);
+
+// torch.nn.MultiheadAttention(batch_first=True) semantics. QUERY (B, Lq, Eq) or (Lq, Eq);
+// KEY (B, Lk, Ek), VALUE (B, Lk, Ev), with the same rank as QUERY.
+template <class T>
+AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T>& value,
+                       const MhaParams<T>& params, const MhaConfig& config, const Masks<T>& masks,
+                       const AttentionOptions& options, Observer<T>* observer = nullptr);
+
+}  // namespace attntrace

@@ -1,0 +1,27 @@
+#pragma once
+// The .safetensors format: 8 bytes little-endian header size N, N bytes of JSON header
+// {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, "__metadata__": {...}},
+// then the data. Validated as the reference implementation (huggingface/safetensors) does:
+// bounded header size, valid JSON, offsets in bounds, contiguous and non-overlapping, and every
+// tensor's dtype and shape exactly fitting its bytes.
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "attntrace/tensor.hpp"
+
+namespace attntrace {
+
+// Every tensor in BYTES converted to T; NAME is used in messages (InputError).
+template <class T>
+std::map<std::string, Array<T>> parse_safetensors(std::string_view bytes, const std::string& name);
+
+template <class T>
+std::map<std::string, Array<T>> load_safetensors(const std::string& path);
+
+// The bytes of a .safetensors file holding TENSORS (dtype F32 for float, F64 for double),
+// in name order.
+template <class T>
+std::string safetensors_bytes(const std::map<std::string, Array<T>>& tensors);
+
+}  // namespace attntrace

@@ -1,0 +1,46 @@
+#include "attntrace/gemm.hpp"
+
+#include <cblas.h>
+
+namespace attntrace {
+
+namespace {
+blasint to_blas(std::size_t v) { return static_cast<blasint>(v); }
+
+// K == 0 makes op(A)*op(B) a zero matrix; BLAS would reject the zero leading dimensions.
+template <class T>
+void scale_only(std::size_t m, std::size_t n, T beta, T* c, std::size_t ldc) {
+    for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+}
+}  // namespace
+
+template <>
+void gemm<float>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
+                 float alpha, const float* a, std::size_t lda, const float* b, std::size_t ldb,
+                 float beta, float* c, std::size_t ldc) {
+    if (m == 0 || n == 0) return;
+    if (k == 0) return scale_only(m, n, beta, c, ldc);
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+                to_blas(m), to_blas(n), to_blas(k), alpha, a, to_blas(lda), b, to_blas(ldb), beta, c,
+                to_blas(ldc));
+}
+
+template <>
+void gemm<double>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
+                  double alpha, const double* a, std::size_t lda, const double* b, std::size_t ldb,
+                  double beta, double* c, std::size_t ldc) {
+    if (m == 0 || n == 0) return;
+    if (k == 0) return scale_only(m, n, beta, c, ldc);
+    cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+                to_blas(m), to_blas(n), to_blas(k), alpha, a, to_blas(lda), b, to_blas(ldb), beta, c,
+                to_blas(ldc));
+}
+
+void set_blas_threads(std::size_t threads) {
+    if (threads > 0) openblas_set_num_threads(static_cast<int>(threads));
+}
+
+std::size_t blas_threads() { return static_cast<std::size_t>(openblas_get_num_threads()); }
+
+}  // namespace attntrace

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The command line itself: --version, --help, every subcommand's examples, and exit 2 with one
+# "attntrace: error: " line for every kind of bad command line (never CLI11's own 100+ codes).
+source "$(dirname "$0")/cli_common.bash"
+
+version=$(sed -n 's/^project(attntrace VERSION \([0-9.]*\).*/\1/p' "$SRC/CMakeLists.txt")
+run 0 "$A" --version
+[ "$(cat "$W/out")" = "attntrace $version" ] || fail "--version printed '$(cat "$W/out")'"
+
+run 0 "$A" --help
+[ ! -s "$W/err" ] || fail "--help wrote to stderr"
+commands=$(sed -n '/^Subcommands:/,$p' "$W/out" | awk 'NR > 1 && NF { print $1 }')
+for c in info convert compare random; do
+    grep -qx "$c" <<<"$commands" || fail "--help does not list $c"
+done
+for c in $commands; do
+    run 0 "$A" "$c" --help
+    grep -q '^Examples:' "$W/out" || fail "$c --help has no Examples section"
+    grep -q "^  attntrace $c" "$W/out" || fail "$c --help has no example of $c"
+done
+
+# no subcommand, an unknown one, an unknown option
+usage_error "$A"
+usage_error "$A" frobnicate x.npy
+error_line "frobnicate: unknown command"
+usage_error "$A" --frobnicate
+error_line "--frobnicate"
+usage_error "$A" info --frobnicate x.npy
+error_line "--frobnicate"
+
+# missing required arguments
+usage_error "$A" info
+error_line FILE
+usage_error "$A" convert only_in.npy
+error_line OUT
+usage_error "$A" compare a.npy
+error_line B
+usage_error "$A" random -o "$W/x.npy"
+error_line --shape
+usage_error "$A" random --shape 2,3
+error_line --output
+
+# bad values, each naming its flag
+for shape in 2,x -1 "" 2,,3 1.5 " 2" 2, 99999999999999999999 4294967296,4294967296; do
+    usage_error "$A" random --shape "$shape" -o "$W/x.npy"
+    error_line --shape
+done
+[ ! -e "$W/x.npy" ] || fail "a rejected command line wrote its output"
+usage_error "$A" random --shape 2 --dist cauchy -o "$W/x.npy"
+error_line --dist
+usage_error "$A" random --shape 2 --dtype f16 -o "$W/x.npy"
+error_line --dtype
+usage_error "$A" random --shape 2 --seed abc -o "$W/x.npy"
+error_line --seed
+usage_error "$A" random --shape 2 --seed -1 -o "$W/x.npy"
+error_line --seed
+usage_error "$A" random --shape 2 -o "$W/x.txt"   # no format from the extension, no --to
+error_line x.txt
+"$A" random --shape 2,3 -o "$W/x.npy"
+usage_error "$A" convert "$W/x.npy" -
+error_line "--to: required when writing to stdout"
+usage_error "$A" convert "$W/x.npy" "$W/y" --to csv
+error_line --to
+usage_error "$A" compare "$W/x.npy" "$W/x.npy" --rtol -1
+error_line --rtol
+usage_error "$A" compare "$W/x.npy" "$W/x.npy" --atol -1e-9
+error_line --atol
+usage_error "$A" compare "$W/x.npy" "$W/x.npy" --atol nan
+error_line --atol
+usage_error "$A" compare "$W/x.npy" "$W/x.npy" --rtol abc
+error_line --rtol
+[ ! -s "$W/out" ] || fail "a usage error printed to stdout"
+echo "cli_basics: ok"

@@ -1,0 +1,265 @@
+// parse_safetensors / safetensors_bytes, against files written by hand the way the reference
+// writes them (tests/fixtures/make_params_fixtures.py -> tests/fixtures/params/), and read back
+// by that script through torch.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "attntrace/errors.hpp"
+#include "attntrace/file_bytes.hpp"
+#include "attntrace/safetensors.hpp"
+#include "attntrace/tensor_io.hpp"
+
+namespace fs = std::filesystem;
+using attntrace::Array;
+using attntrace::InputError;
+using attntrace::Shape;
+using nlohmann::json;
+
+namespace {
+
+const fs::path params_dir = fs::path(ATTNTRACE_FIXTURES) / "params";
+const std::string fixture_script = std::string(ATTNTRACE_FIXTURES) + "/make_params_fixtures.py";
+
+std::string file_text(const fs::path& path) {
+    return std::string(attntrace::FileBytes::open(path.string()).bytes());
+}
+
+template <class T>
+Shape shape_of(const Array<T>& a) {
+    return Shape(a.shape().begin(), a.shape().end());
+}
+
+// Exact equality of shape and every value, reporting the first difference.
+template <class T>
+void check_equal(const Array<T>& actual, const Array<T>& expected, const std::string& what) {
+    INFO(what);
+    REQUIRE(shape_of(actual) == shape_of(expected));
+    std::size_t differ = 0, first = 0;
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+        if (actual.data()[i] != expected.data()[i] && differ++ == 0) first = i;
+    }
+    INFO(differ << " values differ, first at flat index " << first);
+    CHECK(differ == 0);
+}
+
+std::string le64(std::uint64_t n) {
+    std::string out;
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+    return out;
+}
+
+// The message of the InputError F throws ("" when it throws nothing).
+template <class F>
+std::string input_error(F&& f) {
+    try {
+        f();
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+bool torch_available() {
+    return std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1") == 0;
+}
+
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        std::string pattern = (fs::temp_directory_path() / "attntrace_safetensors_XXXXXX").string();
+        REQUIRE(mkdtemp(pattern.data()) != nullptr);
+        path = pattern;
+    }
+    ~TempDir() {
+        std::error_code ignored;
+        fs::remove_all(path, ignored);
+    }
+};
+
+template <class T>
+std::map<std::string, Array<T>> sample_tensors() {
+    std::map<std::string, Array<T>> t;
+    t["b.weight"] = xt::cast<T>(Array<double>{{1.5, -2.25, 3.0}, {0.1, -0.0, 1e-30}});
+    t["a"] = Array<T>::from_shape({0, 4});
+    t["c/scalar"] = Array<T>(T(-7.125));
+    t["\"quoted\" \xc3\xa9"] = Array<T>::from_shape({2});
+    t["\"quoted\" \xc3\xa9"](0) = T(1) / T(3);
+    t["\"quoted\" \xc3\xa9"](1) = T(2) / T(3);
+    return t;
+}
+
+}  // namespace
+
+TEST_CASE("every safetensors dtype converts to the value PyTorch stored") {
+    const auto as_double = attntrace::load_safetensors<double>((params_dir / "dtypes.safetensors").string());
+    const auto as_float = attntrace::load_safetensors<float>((params_dir / "dtypes.safetensors").string());
+    std::size_t compared = 0;
+    for (const auto& entry : fs::directory_iterator(params_dir / "dtypes")) {
+        const std::string name = entry.path().stem().string();
+        const Array<double> expected = attntrace::load_tensor<double>(entry.path().string()).array;
+        REQUIRE_MESSAGE(as_double.count(name), name);
+        check_equal(as_double.at(name), expected, name + " as double");
+        const Array<float> expected_float = xt::cast<float>(expected);
+        check_equal(as_float.at(name), expected_float, name + " as float");
+        ++compared;
+    }
+    // 13 dtypes (F16, BF16, F32, F64, I8..I64, U8..U64, BOOL), a 0-d and an empty tensor
+    CHECK(compared == 15);
+    CHECK(as_double.size() == compared);
+    CHECK(shape_of(as_double.at("scalar")).empty());
+    CHECK(shape_of(as_double.at("empty")) == Shape{2, 0});
+    CHECK(std::signbit(as_double.at("f16").data()[6]));  // -0.0 keeps its sign
+}
+
+TEST_CASE("a state_dict written as safetensors reads back as the same tensors as its .npy files") {
+    for (const char* name : {"torch_self", "torch_kv", "d2l", "bloem"}) {
+        const auto tensors = attntrace::load_safetensors<float>((params_dir / "good" / (std::string(name) + ".safetensors")).string());
+        std::size_t files = 0;
+        for (const auto& entry : fs::directory_iterator(params_dir / "good" / name)) {
+            const std::string tensor = entry.path().stem().string();
+            REQUIRE_MESSAGE(tensors.count(tensor), tensor);
+            check_equal(tensors.at(tensor), attntrace::load_tensor<float>(entry.path().string()).array, tensor);
+            ++files;
+        }
+        CHECK(tensors.size() == files);
+    }
+}
+
+TEST_CASE("every malformed file is an InputError naming the file and the fault, on one line") {
+    const json manifest = json::parse(file_text(params_dir / "bad" / "manifest.json"));
+    REQUIRE(manifest.size() >= 25);
+    for (const json& entry : manifest) {
+        const std::string path = (params_dir / "bad" / entry["file"].get<std::string>()).string();
+        const std::string contains = entry["contains"];
+        for (const std::string& message :
+             {input_error([&] { attntrace::load_safetensors<float>(path); }),
+              input_error([&] { attntrace::load_safetensors<double>(path); })}) {
+            INFO(path << ": " << message);
+            CHECK(message.rfind(path + ": ", 0) == 0);
+            CHECK(message.find(contains) != std::string::npos);
+            CHECK(message.find('\n') == std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("the header size limit is the reference's 100,000,000 bytes, checked before the file size") {
+    // 100,000,001 is over the limit whatever the file holds; 100,000,000 is allowed, so this small
+    // file fails only because the header runs past its end
+    const std::string over = le64(100'000'001) + "{}      ";
+    CHECK_THROWS_WITH_AS(attntrace::parse_safetensors<float>(over, "x.safetensors"),
+                         "x.safetensors: header size 100000001 exceeds the limit of 100000000 bytes", InputError);
+    const std::string at = le64(100'000'000) + "{}      ";
+    CHECK_THROWS_WITH_AS(attntrace::parse_safetensors<float>(at, "x.safetensors"),
+                         "x.safetensors: header size 100000000 runs past the end of the file (16 bytes)", InputError);
+    const std::string max = le64(~std::uint64_t{0}) + "{}";
+    CHECK_THROWS_AS(attntrace::parse_safetensors<float>(max, "x"), InputError);
+}
+
+TEST_CASE("the smallest valid files: no tensors, with and without __metadata__") {
+    CHECK(attntrace::parse_safetensors<float>(le64(2) + "{}", "x").empty());
+    CHECK(attntrace::parse_safetensors<float>(le64(8) + "{}      ", "x").empty());
+    const std::string meta = R"({"__metadata__":{"format":"pt","a":"b"}})";
+    CHECK(attntrace::parse_safetensors<float>(le64(meta.size()) + meta, "x").empty());
+    // the reference's own serialization example: attn.0, F32 (1, 2, 3) = 0..5
+    std::string data;
+    for (float v : {0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f}) data += std::string(reinterpret_cast<const char*>(&v), 4);
+    const std::string header = R"({"attn.0":{"dtype":"F32","shape":[1,2,3],"data_offsets":[0,24]}})";
+    const auto t = attntrace::parse_safetensors<double>(le64(header.size()) + header + data, "x");
+    check_equal(t.at("attn.0"), Array<double>{{{0, 1, 2}, {3, 4, 5}}}, "attn.0");
+}
+
+TEST_CASE("every proper prefix of a valid file is an InputError") {
+    const std::string bytes = file_text(params_dir / "good" / "torch_kv.safetensors");
+    for (std::size_t n = 0; n < bytes.size(); ++n) {
+        const std::string message = input_error([&] { attntrace::parse_safetensors<float>(bytes.substr(0, n), "cut"); });
+        INFO("first " << n << " bytes");
+        CHECK(message.rfind("cut: ", 0) == 0);
+    }
+    CHECK(attntrace::parse_safetensors<float>(bytes, "whole").size() == 6);
+}
+
+TEST_CASE("safetensors_bytes writes the reference's layout: padded header, __metadata__, name order") {
+    const auto tensors = sample_tensors<float>();
+    const std::string bytes = attntrace::safetensors_bytes(tensors);
+    std::uint64_t n = 0;
+    for (int i = 0; i < 8; ++i) n |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+    CHECK(n % 8 == 0);
+    const std::string header = bytes.substr(8, n);
+    const std::string trimmed = header.substr(0, header.find_last_not_of(' ') + 1);
+    CHECK(header.size() - trimmed.size() < 8);
+    CHECK(trimmed.rfind(R"({"__metadata__":{"format":"pt"},"\"quoted\" )", 0) == 0);
+    const json parsed = json::parse(trimmed);
+    CHECK(parsed["__metadata__"] == json{{"format", "pt"}});
+    // offsets follow name order: "\"quoted\" é" (8 bytes), "a" (0), "b.weight" (24), "c/scalar" (4)
+    CHECK(parsed["\"quoted\" \xc3\xa9"]["data_offsets"] == json{0, 8});
+    CHECK(parsed["a"]["data_offsets"] == json{8, 8});
+    CHECK(parsed["a"]["shape"] == json{0, 4});
+    CHECK(parsed["b.weight"]["data_offsets"] == json{8, 32});
+    CHECK(parsed["b.weight"]["dtype"] == "F32");
+    CHECK(parsed["c/scalar"]["shape"] == json::array());
+    CHECK(parsed["c/scalar"]["data_offsets"] == json{32, 36});
+    CHECK(bytes.size() == 8 + n + 36);
+}
+
+TEST_CASE("safetensors_bytes output parses back to the same tensors, float and double") {
+    const auto f = sample_tensors<float>();
+    const auto f_back = attntrace::parse_safetensors<float>(attntrace::safetensors_bytes(f), "f");
+    REQUIRE(f_back.size() == f.size());
+    for (const auto& [name, a] : f) check_equal(f_back.at(name), a, name);
+    const auto d = sample_tensors<double>();
+    const std::string d_bytes = attntrace::safetensors_bytes(d);
+    CHECK(d_bytes.find(R"("dtype":"F64")") != std::string::npos);
+    const auto d_back = attntrace::parse_safetensors<double>(d_bytes, "d");
+    for (const auto& [name, a] : d) check_equal(d_back.at(name), a, name);
+    CHECK(std::signbit(d_back.at("b.weight")(1, 1)));
+}
+
+TEST_CASE("PyTorch reads what safetensors_bytes writes as the same tensors") {
+    if (!torch_available()) {
+        MESSAGE("skipped: /usr/bin/python3 with torch and numpy is not installed");
+        return;
+    }
+    TempDir tmp;
+    auto run_check = [&](const std::string& file, const fs::path& dir, const std::string& redirect = "") {
+        const std::string command = "/usr/bin/python3 '" + fixture_script + "' --check-safetensors '" + file +
+                                    "' '" + dir.string() + "'" + redirect;
+        return std::system(command.c_str());
+    };
+    const auto f = sample_tensors<float>();
+    const auto d = sample_tensors<double>();
+    fs::create_directories(tmp.path / "f");
+    fs::create_directories(tmp.path / "d");
+    // the .npy names may not hold '/' or quotes: compare the plain-named tensors through numpy
+    std::map<std::string, Array<float>> f_plain{{"a", f.at("a")}, {"b.weight", f.at("b.weight")}, {"scalar", f.at("c/scalar")}};
+    std::map<std::string, Array<double>> d_plain{{"a", d.at("a")}, {"b.weight", d.at("b.weight")}, {"scalar", d.at("c/scalar")}};
+    for (const auto& [name, a] : f_plain) attntrace::save_tensor((tmp.path / "f" / (name + ".npy")).string(), a);
+    for (const auto& [name, a] : d_plain) attntrace::save_tensor((tmp.path / "d" / (name + ".npy")).string(), a);
+    const std::string f_file = (tmp.path / "f.safetensors").string();
+    const std::string d_file = (tmp.path / "d.safetensors").string();
+    attntrace::write_file_atomically(f_file, attntrace::safetensors_bytes(f_plain));
+    attntrace::write_file_atomically(d_file, attntrace::safetensors_bytes(d_plain));
+    CHECK(run_check(f_file + "' '" + (tmp.path / "f").string() + "' '" + d_file, tmp.path / "d") == 0);
+    // and the check can fail: float data against the float64 .npy files
+    CHECK(run_check(f_file, tmp.path / "d", " 2>/dev/null") != 0);
+    // names with quotes, '/' and UTF-8 are written as valid JSON
+    const std::string odd_file = (tmp.path / "odd.safetensors").string();
+    attntrace::write_file_atomically(odd_file, attntrace::safetensors_bytes(f));
+    const std::string script = (tmp.path / "odd.py").string();
+    attntrace::write_file_atomically(script, "import sys\n"
+                                             "sys.dont_write_bytecode = True\n"
+                                             "sys.path.insert(0, sys.argv[1])\n"
+                                             "import make_params_fixtures as m\n"
+                                             "t = m.read_safetensors(sys.argv[2])\n"
+                                             "names = sorted(['a', 'b.weight', 'c/scalar', '\"quoted\" \\u00e9'])\n"
+                                             "sys.exit(0 if sorted(t) == names and t['c/scalar'].item() == -7.125 else 1)\n");
+    const std::string command = "/usr/bin/python3 '" + script + "' '" + std::string(ATTNTRACE_FIXTURES) + "' '" + odd_file + "'";
+    CHECK(std::system(command.c_str()) == 0);
+}

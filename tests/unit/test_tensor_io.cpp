@@ -1,0 +1,493 @@
+// Tensor files as files: format detection, FileBytes (mmap, stdin, pipes), atomic writes with
+// their failure modes, and the refusal to overwrite an input.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "attntrace/atomic_output.hpp"
+#include "attntrace/errors.hpp"
+#include "attntrace/file_bytes.hpp"
+#include "attntrace/tensor_io.hpp"
+
+using namespace attntrace;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A temporary directory, removed with everything in it.
+struct ScratchDir {
+    fs::path path;
+    ScratchDir() {
+        std::string pattern = (fs::temp_directory_path() / "attntrace_io_XXXXXX").string();
+        REQUIRE(mkdtemp(pattern.data()) != nullptr);
+        path = pattern;
+    }
+    ~ScratchDir() {
+        std::error_code ignored;
+        fs::remove_all(path, ignored);
+    }
+    std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+// Runs the enclosing scope with DIR as the working directory.
+struct WorkingDir {
+    fs::path saved = fs::current_path();
+    explicit WorkingDir(const fs::path& dir) { fs::current_path(dir); }
+    ~WorkingDir() { fs::current_path(saved); }
+};
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    REQUIRE_MESSAGE(in, "cannot open " << path);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+    REQUIRE(out);
+}
+
+std::set<std::string> entries(const fs::path& dir) {
+    std::set<std::string> names;
+    for (const fs::directory_entry& entry : fs::directory_iterator(dir)) names.insert(entry.path().filename());
+    return names;
+}
+
+template <class Error, class F>
+std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const Error& error) {
+        return error.what();
+    }
+    return "";
+}
+
+// Stdin or stdout replaced by FD for the scope.
+struct Redirect {
+    int target;
+    int saved;
+    Redirect(int target_fd, int fd) : target(target_fd), saved(::dup(target_fd)) {
+        std::fflush(stdout);
+        REQUIRE(::dup2(fd, target) >= 0);
+    }
+    ~Redirect() {
+        std::fflush(stdout);
+        ::dup2(saved, target);
+        ::close(saved);
+    }
+};
+
+}  // namespace
+
+// ---- format detection ---------------------------------------------------------------------------
+
+TEST_CASE("parse_tensor reads .npy bytes by their magic string") {
+    const Array<double> array = {{1.5, -2.0}, {0.25, 8.0}};
+    const LoadedTensor<double> tensor = parse_tensor<double>(npy_bytes(array), "a.npy");
+    CHECK(tensor.source.format == FileFormat::npy);
+    CHECK(tensor.source.path == "a.npy");
+    CHECK(tensor.array == array);
+}
+
+TEST_CASE("parse_tensor reads JSON whatever whitespace comes first") {
+    struct Case {
+        const char* text;
+        const char* shape;
+    };
+    const Case cases[] = {
+        {"[1, 2]", "(2,)"},
+        {"  \n\t[1, 2, 3]", "(3,)"},
+        {"\r\n{\"data\": [[1]]}", "(1, 1)"},
+        {"-1.5", "()"},
+        {"7\n", "()"},
+        {" 0.5 ", "()"},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.text);
+        const LoadedTensor<float> tensor = parse_tensor<float>(c.text, "x.json");
+        CHECK(tensor.source.format == FileFormat::json);
+        CHECK(shape_string(Shape(tensor.array.shape().begin(), tensor.array.shape().end())) == c.shape);
+    }
+    CHECK(parse_tensor<double>("  -1.5", "x").array() == -1.5);
+}
+
+TEST_CASE("parse_tensor rejects empty and unrecognised bytes, naming the file and the first bytes") {
+    CHECK(error_of<InputError>([] { parse_tensor<float>("", "x"); }) == "x: empty file");
+    CHECK(error_of<InputError>([] { parse_tensor<float>(" \n\t\r", "x"); }) == "x: empty file (only whitespace)");
+    CHECK(error_of<InputError>([] { parse_tensor<float>("hello", "x"); }) ==
+          "x: not a .npy or JSON tensor (starts with b'hello')");
+    CHECK(error_of<InputError>([] { parse_tensor<float>("\"1, 2\"", "x"); }) ==
+          "x: not a .npy or JSON tensor (starts with b'\"1, 2\"')");
+    CHECK(error_of<InputError>([] { parse_tensor<float>("\xef\xbb\xbf[1]", "x"); }) ==
+          "x: not a .npy or JSON tensor (starts with b'\\xef\\xbb\\xbf[1]')");
+    CHECK(error_of<InputError>([] { parse_tensor<float>(std::string("PK\x03\x04\x14\0\0\0\x08\0", 10), "m.pt"); }) ==
+          "m.pt: not a .npy or JSON tensor (starts with b'PK\\x03\\x04\\x14\\x00\\x00\\x00'...); a zip archive "
+          "(.npz, or torch.save output) holds several arrays: save one with numpy.save");
+    // A cut-off magic string is a (truncated) .npy file: parse_npy reports it.
+    const std::string truncated = error_of<InputError>([] { parse_tensor<float>("\x93NUM", "t.npy"); });
+    CHECK(truncated.rfind("t.npy: ", 0) == 0);
+}
+
+TEST_CASE("format_from_extension knows .npy and .json in any case, and nothing else") {
+    CHECK(format_from_extension("a.npy") == FileFormat::npy);
+    CHECK(format_from_extension("dir.v2/a.JSON") == FileFormat::json);
+    CHECK(format_from_extension("/x/y.Npy") == FileFormat::npy);
+    CHECK_FALSE(format_from_extension("a.txt").has_value());
+    CHECK_FALSE(format_from_extension("npy").has_value());
+    CHECK_FALSE(format_from_extension("dir.npy/a").has_value());
+    CHECK_FALSE(format_from_extension("-").has_value());
+}
+
+// ---- FileBytes and load_tensor --------------------------------------------------------------------
+
+TEST_CASE("load_tensor reads a file and keeps the name it was given") {
+    const std::string path = ATTNTRACE_FIXTURES "/json/bare_2x3.json";
+    const LoadedTensor<double> tensor = load_tensor<double>(path);
+    CHECK(tensor.source.path == path);
+    CHECK(tensor.source.format == FileFormat::json);
+    CHECK(tensor.array == Array<double>{{1, 2.5, -3}, {400, -0.125, 0.6}});
+}
+
+TEST_CASE("load_tensor reads stdin for -") {
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    const std::string text = "{\"dtype\": \"float32\", \"data\": [[1, 2], [3, 4]]}";
+    REQUIRE(::write(fds[1], text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+    ::close(fds[1]);
+    LoadedTensor<float> tensor;
+    {
+        const Redirect stdin_from_pipe(STDIN_FILENO, fds[0]);
+        tensor = load_tensor<float>("-");
+    }
+    ::close(fds[0]);
+    CHECK(tensor.source.path == "-");
+    CHECK(tensor.source.dtype == DType::f4);
+    CHECK(tensor.array == Array<float>{{1, 2}, {3, 4}});
+}
+
+TEST_CASE("FileBytes reads an empty file as no bytes") {
+    ScratchDir dir;
+    write_text(dir / "empty.npy", "");
+    const FileBytes file = FileBytes::open(dir / "empty.npy");
+    CHECK(file.bytes().empty());
+    CHECK(file.name() == dir / "empty.npy");
+    CHECK(error_of<InputError>([&] { load_tensor<float>(dir / "empty.npy"); }) == dir / "empty.npy" + ": empty file");
+}
+
+TEST_CASE("FileBytes names a missing path, a directory and a path through a file") {
+    ScratchDir dir;
+    CHECK(error_of<InputError>([&] { FileBytes::open(dir / "nope.npy"); }) == dir / "nope.npy" + ": no such file");
+    CHECK(error_of<InputError>([&] { FileBytes::open(dir.path.string()); }) == dir.path.string() + ": is a directory");
+    write_text(dir / "file", "x");
+    CHECK(error_of<InputError>([&] { FileBytes::open(dir / "file/x.npy"); }) ==
+          dir / "file/x.npy" + ": Not a directory");
+}
+
+TEST_CASE("FileBytes reads a FIFO to its end") {
+    ScratchDir dir;
+    const std::string fifo = dir / "fifo";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    std::string big(200000, ' ');  // more than one pipe buffer
+    big.replace(0, 6, "[1, 2]");
+    std::thread writer([&] {
+        std::ofstream out(fifo, std::ios::binary);
+        out << big;
+    });
+    const FileBytes file = FileBytes::open(fifo);
+    writer.join();
+    CHECK(file.bytes() == big);
+    CHECK(parse_tensor<double>(file.bytes(), fifo).array == Array<double>{1, 2});
+}
+
+TEST_CASE("FileBytes reads files whose size the kernel reports as 0") {
+    const FileBytes file = FileBytes::open("/proc/self/status");
+    CHECK(file.bytes().find("Pid:") != std::string_view::npos);
+}
+
+TEST_CASE("a moved FileBytes still holds its bytes, short buffered ones included") {
+    ScratchDir dir;
+    write_text(dir / "mapped.json", "[1, 2, 3]");
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    REQUIRE(::write(fds[1], "[4]", 3) == 3);  // short enough for std::string's in-object buffer
+    ::close(fds[1]);
+    std::optional<FileBytes> piped;
+    {
+        const Redirect stdin_from_pipe(STDIN_FILENO, fds[0]);
+        piped.emplace(FileBytes::open("-"));
+    }
+    ::close(fds[0]);
+    std::optional<FileBytes> mapped(FileBytes::open(dir / "mapped.json"));
+
+    FileBytes moved_pipe(std::move(*piped));
+    piped.reset();
+    CHECK(moved_pipe.bytes() == "[4]");
+    CHECK(moved_pipe.name() == "-");
+
+    FileBytes moved_map(std::move(*mapped));
+    mapped.reset();
+    CHECK(moved_map.bytes() == "[1, 2, 3]");
+
+    moved_map = std::move(moved_pipe);
+    CHECK(moved_map.bytes() == "[4]");
+    CHECK(moved_map.name() == "-");
+}
+
+// ---- writing -------------------------------------------------------------------------------------
+
+TEST_CASE("save_tensor writes the format its extension names, or the one given") {
+    ScratchDir dir;
+    const Array<float> array = {{0.1f, 2.0f}, {-3.5f, 1e-38f}};
+    save_tensor(dir / "a.json", array);
+    CHECK(read_text(dir / "a.json") == json_tensor_text(array));
+    save_tensor(dir / "a.NPY", array);
+    CHECK(read_text(dir / "a.NPY") == npy_bytes(array));
+    save_tensor(dir / "a.txt", array, FileFormat::npy);
+    CHECK(read_text(dir / "a.txt") == npy_bytes(array));
+    save_tensor(dir / "b.npy", array, FileFormat::json);
+    CHECK(read_text(dir / "b.npy") == json_tensor_text(array));
+    CHECK(load_tensor<float>(dir / "a.NPY").array == array);
+
+    CHECK(error_of<UsageError>([&] { save_tensor(dir / "out", array); }) ==
+          dir / "out" + ": cannot tell the format from the extension; use .npy or .json (or --to)");
+    CHECK(error_of<UsageError>([&] { save_tensor("-", array); }) ==
+          "-: cannot tell the format from the extension; use .npy or .json (or --to)");
+    CHECK(entries(dir.path) == std::set<std::string>{"a.json", "a.NPY", "a.txt", "b.npy"});
+}
+
+TEST_CASE("write_file_atomically creates a file, mode 0644 less the umask, leaving no temp file") {
+    ScratchDir dir;
+    write_file_atomically(dir / "new.txt", "hello\n");
+    CHECK(read_text(dir / "new.txt") == "hello\n");
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    struct stat info {};
+    REQUIRE(::stat((dir / "new.txt").c_str(), &info) == 0);
+    CHECK((info.st_mode & 07777) == (0644 & ~mask));
+    CHECK(entries(dir.path) == std::set<std::string>{"new.txt"});
+}
+
+TEST_CASE("write_file_atomically replaces an existing file, longer or shorter") {
+    ScratchDir dir;
+    write_text(dir / "f", "old old old old");
+    write_file_atomically(dir / "f", "new");
+    CHECK(read_text(dir / "f") == "new");
+    write_file_atomically(dir / "f", std::string(100000, 'z'));
+    CHECK(read_text(dir / "f") == std::string(100000, 'z'));
+    write_file_atomically(dir / "f", "");
+    CHECK(read_text(dir / "f").empty());
+    CHECK(entries(dir.path) == std::set<std::string>{"f"});
+}
+
+TEST_CASE("write_file_atomically resolves a relative path without a directory") {
+    ScratchDir dir;
+    {
+        const WorkingDir here(dir.path);
+        write_file_atomically("plain.json", "[1]\n");
+    }
+    CHECK(read_text(dir / "plain.json") == "[1]\n");
+    CHECK(entries(dir.path) == std::set<std::string>{"plain.json"});
+}
+
+TEST_CASE("write_file_atomically into a missing directory is an OutputError that leaves nothing") {
+    ScratchDir dir;
+    const std::string path = dir / "missing/x.npy";
+    CHECK(error_of<OutputError>([&] { write_file_atomically(path, "abc"); }) ==
+          path + ": No such file or directory");
+    CHECK(entries(dir.path).empty());
+}
+
+TEST_CASE("write_file_atomically onto a directory is an OutputError that leaves it as it was") {
+    ScratchDir dir;
+    fs::create_directory(dir / "sub");
+    write_text(dir / "sub/keep", "k");
+    CHECK(error_of<OutputError>([&] { write_file_atomically(dir / "sub", "abc"); }) == dir / "sub" + ": is a directory");
+    CHECK(entries(dir.path) == std::set<std::string>{"sub"});
+    CHECK(entries(dir.path / "sub") == std::set<std::string>{"keep"});
+    CHECK(read_text(dir / "sub/keep") == "k");
+}
+
+TEST_CASE("write_file_atomically through a path with a file as directory is an OutputError") {
+    ScratchDir dir;
+    write_text(dir / "file", "f");
+    CHECK(error_of<OutputError>([&] { write_file_atomically(dir / "file/x", "abc"); }) ==
+          dir / "file/x" + ": Not a directory");
+    CHECK(read_text(dir / "file") == "f");
+}
+
+namespace {
+
+// Set by on_file_too_large, the SIGXFSZ handler: the scratch directory's entries before and after
+// remove_pending_temp_files.
+fs::path watched_dir;
+std::atomic<long> entries_before{-1};
+std::atomic<long> entries_after{-1};
+
+void on_file_too_large(int) {
+    // Not async-signal-safe, but SIGXFSZ comes synchronously from write(2) in this test.
+    entries_before = static_cast<long>(entries(watched_dir).size());
+    remove_pending_temp_files();
+    entries_after = static_cast<long>(entries(watched_dir).size());
+}
+
+// Runs F with writes limited to LIMIT bytes per file (RLIMIT_FSIZE): the way to make a write fail
+// half way that works for root too. SIGXFSZ goes to HANDLER.
+template <class F>
+void with_file_size_limit(rlim_t limit, void (*handler)(int), F&& f) {
+    struct rlimit saved {};
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
+    struct sigaction action {};
+    struct sigaction saved_action {};
+    action.sa_handler = handler;
+    ::sigaction(SIGXFSZ, &action, &saved_action);
+    struct rlimit limited = saved;
+    limited.rlim_cur = limit;
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &limited) == 0);
+    try {
+        f();
+    } catch (...) {
+        ::setrlimit(RLIMIT_FSIZE, &saved);
+        ::sigaction(SIGXFSZ, &saved_action, nullptr);
+        throw;
+    }
+    ::setrlimit(RLIMIT_FSIZE, &saved);
+    ::sigaction(SIGXFSZ, &saved_action, nullptr);
+}
+
+}  // namespace
+
+TEST_CASE("a write that fails half way leaves the old file intact and no temp file") {
+    ScratchDir dir;
+    write_text(dir / "t.npy", "old content");
+    std::string message;
+    with_file_size_limit(4096, SIG_IGN, [&] {
+        message = error_of<OutputError>([&] { write_file_atomically(dir / "t.npy", std::string(10000, 'n')); });
+    });
+    CHECK(message == dir / "t.npy" + ": File too large");
+    CHECK(read_text(dir / "t.npy") == "old content");
+    CHECK(entries(dir.path) == std::set<std::string>{"t.npy"});
+}
+
+TEST_CASE("remove_pending_temp_files removes the temp file of a write in progress") {
+    ScratchDir dir;
+    write_text(dir / "t.npy", "old content");
+    watched_dir = dir.path;
+    entries_before = -1;
+    entries_after = -1;
+    remove_pending_temp_files();  // nothing pending: nothing removed
+    CHECK(entries(dir.path) == std::set<std::string>{"t.npy"});
+    std::string message;
+    with_file_size_limit(4096, on_file_too_large, [&] {
+        message = error_of<OutputError>([&] { write_file_atomically(dir / "t.npy", std::string(10000, 'n')); });
+    });
+    CHECK(message == dir / "t.npy" + ": File too large");
+    CHECK(entries_before == 2);  // t.npy and .t.npy.tmp-XXXXXX
+    CHECK(entries_after == 1);
+    CHECK(read_text(dir / "t.npy") == "old content");
+}
+
+TEST_CASE("write_file_atomically writes through a symlink and keeps the link") {
+    ScratchDir dir;
+    fs::create_directory(dir / "real");
+    write_text(dir / "real/target.json", "old");
+    fs::create_symlink("real/target.json", dir / "link.json");
+    write_file_atomically(dir / "link.json", "new");
+    CHECK(fs::is_symlink(dir / "link.json"));
+    CHECK(read_text(dir / "real/target.json") == "new");
+    CHECK(entries(dir.path) == std::set<std::string>{"link.json", "real"});
+    CHECK(entries(dir.path / "real") == std::set<std::string>{"target.json"});
+}
+
+TEST_CASE("write_file_atomically writes into a FIFO and /dev/null without replacing them") {
+    ScratchDir dir;
+    const std::string fifo = dir / "fifo";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    std::string received;
+    std::thread reader([&] {
+        std::ifstream in(fifo, std::ios::binary);
+        std::ostringstream text;
+        text << in.rdbuf();
+        received = text.str();
+    });
+    write_file_atomically(fifo, "through the pipe");
+    reader.join();
+    CHECK(received == "through the pipe");
+    CHECK(fs::is_fifo(fifo));
+    CHECK(entries(dir.path) == std::set<std::string>{"fifo"});
+
+    const std::set<std::string> dev_before = entries("/dev");
+    write_file_atomically("/dev/null", "discarded");
+    CHECK(fs::is_character_file("/dev/null"));
+    CHECK(entries("/dev") == dev_before);
+}
+
+TEST_CASE("write_file_atomically writes - to stdout") {
+    ScratchDir dir;
+    const int fd = ::open((dir / "stdout.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    REQUIRE(fd >= 0);
+    {
+        const Redirect stdout_to_file(STDOUT_FILENO, fd);
+        write_file_atomically("-", "to stdout\n");
+    }
+    ::close(fd);
+    CHECK(read_text(dir / "stdout.txt") == "to stdout\n");
+}
+
+// ---- ensure_not_an_input ---------------------------------------------------------------------------
+
+TEST_CASE("ensure_not_an_input refuses the same file however it is spelled or linked") {
+    ScratchDir dir;
+    write_text(dir / "x.npy", "x");
+    write_text(dir / "other.npy", "o");
+    const std::string x = dir / "x.npy";
+    CHECK(error_of<OutputError>([&] { ensure_not_an_input(x, {dir / "other.npy", x}); }) ==
+          x + ": refusing to overwrite an input file");
+
+    const WorkingDir here(dir.path);
+    CHECK(error_of<OutputError>([&] { ensure_not_an_input("./x.npy", {"x.npy"}); }) ==
+          "./x.npy: refusing to overwrite an input file (x.npy)");
+    CHECK(error_of<OutputError>([&] { ensure_not_an_input("x.npy", {x}); }) ==
+          "x.npy: refusing to overwrite an input file (" + x + ")");
+    fs::create_directory("sub");
+    CHECK(error_of<OutputError>([&] { ensure_not_an_input("sub/../x.npy", {"x.npy"}); }) ==
+          "sub/../x.npy: refusing to overwrite an input file (x.npy)");
+
+    fs::create_hard_link("x.npy", "hard.npy");
+    CHECK(error_of<OutputError>([&] { ensure_not_an_input("hard.npy", {"x.npy"}); }) ==
+          "hard.npy: refusing to overwrite an input file (x.npy)");
+    fs::create_symlink("x.npy", "soft.npy");
+    CHECK(error_of<OutputError>([&] { ensure_not_an_input("soft.npy", {"-", "x.npy"}); }) ==
+          "soft.npy: refusing to overwrite an input file (x.npy)");
+}
+
+TEST_CASE("ensure_not_an_input allows other files, new files, stdout and stdin") {
+    ScratchDir dir;
+    write_text(dir / "x.npy", "x");
+    write_text(dir / "y.npy", "x");  // same content, different file
+    CHECK_NOTHROW(ensure_not_an_input(dir / "y.npy", {dir / "x.npy"}));
+    CHECK_NOTHROW(ensure_not_an_input(dir / "new.npy", {dir / "x.npy"}));
+    CHECK_NOTHROW(ensure_not_an_input("-", {"-", dir / "x.npy"}));
+    CHECK_NOTHROW(ensure_not_an_input(dir / "x.npy", {"-", dir / "missing.npy"}));
+    CHECK_NOTHROW(ensure_not_an_input(dir / "x.npy", {}));
+}
