@@ -1,13 +1,18 @@
 #include "attention_cli.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-#include <unistd.h>
 
 #include "attntrace/errors.hpp"
+#include "flag_parsing.hpp"
 #include "attntrace/gemm.hpp"
+#include "attntrace/memory.hpp"
 #include "attntrace/tensor_io.hpp"
+
+using namespace attntrace;
 
 void add_attention_flags(CLI::App& cmd, AttentionFlags& f) {
     cmd.add_option("--scale", f.scale, "score scale (default 1/sqrt(head dim))");
@@ -15,84 +20,166 @@ void add_attention_flags(CLI::App& cmd, AttentionFlags& f) {
     cmd.add_option("--attn-mask", f.attn_mask,
                    "mask file: bool (true = not allowed) or float (added to the scores); (Lq, Lk) or broadcastable");
     cmd.add_option("-o,--output", f.output, "write the output tensor: .npy, .json, or - (stdout, npy)");
-    cmd.add_option("--attn-weights", f.attn_weights, "write the softmax weights: .npy, .json or -");
+    cmd.add_option("--attn-weights", f.attn_weights, "write the softmax weights: .npy, .json or - (stdout, npy)");
     cmd.add_option("--dtype", f.dtype, "compute and output precision")
         ->check(CLI::IsMember({"f32", "f64"}))
         ->capture_default_str();
-    cmd.add_option("--trace", f.trace, "what the trace shows: none, shapes, values")
+    cmd.add_option("--trace", f.trace, "what the trace shows: none, shapes (with head statistics), values")
         ->check(CLI::IsMember({"none", "shapes", "values"}))
         ->capture_default_str();
+    cmd.add_option("--format", f.format, "the trace as text, or as one JSON document on stdout")
+        ->check(CLI::IsMember({"text", "json"}))
+        ->capture_default_str();
+    cmd.add_option("--dump", f.dumps, "write a stage's tensor: STAGE=FILE (.npy, .json); repeatable");
     cmd.add_option("--threads", f.threads, "number of threads (default: all cores)")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
+        ->check(positive_integer(1024));
+    cmd.add_option("--max-memory", f.max_memory,
+                   "refuse runs whose (Lq, Lk) buffers need more (e.g. 4G; default: half the RAM)");
 }
 
-template <class T>
-void load_attn_mask(const AttentionFlags& flags, attntrace::Masks<T>& masks) {
-    masks.causal = flags.causal;
-    if (flags.attn_mask.empty()) return;
-    auto mask = attntrace::load_tensor<T>(flags.attn_mask);
-    masks.attn_mask_is_bool = !attntrace::is_float(mask.source.dtype);
-    masks.attn_mask = std::move(mask.array);
-    masks.attn_mask_name = flags.attn_mask;
-}
-
-template <class T>
-attntrace::StageRecorder<T> make_recorder(const AttentionFlags& flags) {
-    return attntrace::StageRecorder<T>({}, flags.trace == "values");
-}
-
-void check_outputs(const std::vector<std::string>& outputs, const std::vector<std::string>& inputs) {
-    std::size_t to_stdout = 0;
-    for (const auto& out : outputs) {
-        if (out.empty()) continue;
-        if (out == "-") ++to_stdout;
-        attntrace::ensure_not_an_input(out, inputs);
-    }
-    if (to_stdout > 1) throw attntrace::UsageError("-o: only one output can go to stdout (-)");
+nlohmann::json input_json(const std::string& name, const TensorSource& source, const Shape& shape) {
+    return {{"name", name}, {"file", source.path}, {"format", format_name(source.format)},
+            {"dtype", dtype_name(source.dtype)}, {"shape", shape}};
 }
 
 namespace {
 
-std::optional<attntrace::FileFormat> stdout_format(const std::string& path) {
-    if (path == "-") return attntrace::FileFormat::npy;
+std::vector<std::pair<std::string, std::string>> parse_dumps(const std::vector<std::string>& dumps,
+                                                             const std::vector<std::string>& stages) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& d : dumps) {
+        const auto eq = d.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == d.size())
+            throw UsageError("--dump: '" + d + "' is not STAGE=FILE, e.g. --dump weights=w.npy");
+        const std::string stage = d.substr(0, eq);
+        if (std::find(stages.begin(), stages.end(), stage) == stages.end()) {
+            std::string list;
+            for (const auto& s : stages) list += (list.empty() ? "" : ", ") + s;
+            throw UsageError("--dump: unknown stage '" + stage + "'; the stages are " + list);
+        }
+        out.emplace_back(stage, d.substr(eq + 1));
+    }
+    return out;
+}
+
+bool is_plane_stage(const std::string& s) { return s == "scores" || s == "masked_scores" || s == "weights"; }
+
+std::optional<FileFormat> stdout_format(const std::string& path) {
+    if (path == "-") return FileFormat::npy;
     return std::nullopt;
 }
 
-bool use_terminal_style(FILE* stream) {
-    return isatty(fileno(stream)) && std::getenv("NO_COLOR") == nullptr;
-}
+bool terminal_style(FILE* stream) { return isatty(fileno(stream)) && std::getenv("NO_COLOR") == nullptr; }
 
 }  // namespace
 
 template <class T>
-void finish_attention(const AttentionFlags& flags, const std::vector<std::string>& /*inputs*/,
-                      attntrace::AttentionResult<T>& result, const attntrace::StageRecorder<T>& recorder,
-                      const std::string& header) {
-    if (!flags.output.empty()) attntrace::save_tensor(flags.output, result.output, stdout_format(flags.output));
-    if (!flags.attn_weights.empty() && result.weights)
-        attntrace::save_tensor(flags.attn_weights, *result.weights, stdout_format(flags.attn_weights));
-    if (flags.trace == "none") return;
-    // The trace goes to stdout unless a tensor does; then to stderr, so pipelines stay clean.
-    const bool tensor_on_stdout = flags.output == "-" || flags.attn_weights == "-";
-    FILE* stream = tensor_on_stdout ? stderr : stdout;
-    attntrace::TextStyle style;
-    style.values = flags.trace == "values";
-    style.unicode = style.color = use_terminal_style(stream);
-    const std::string text = attntrace::render_text_trace(header, recorder.stages(), style);
-    if (tensor_on_stdout) {
-        std::cerr << text << std::flush;
-    } else {
-        std::cout << text << std::flush;
-    }
+AttentionRun<T>::AttentionRun(const AttentionFlags& flags, const std::vector<std::string>& stage_names)
+    : recorder([&] {
+          std::set<std::string> keep;
+          for (const auto& [stage, file] : parse_dumps(flags.dumps, stage_names)) keep.insert(stage);
+          return StageRecorder<T>(keep, flags.trace == "values" || flags.format == "json");
+      }()),
+      flags_(flags),
+      dumps_(parse_dumps(flags.dumps, stage_names)) {
+    if (!flags.max_memory.empty() && !parse_byte_size(flags.max_memory))
+        throw UsageError("--max-memory: '" + flags.max_memory + "' is not a size like 600M or 4G");
+    options.scale = flags.scale;
+    options.need_weights = !flags.attn_weights.empty();
+    options.threads = flags.threads;
+    options.row_stats = flags.trace != "none" || flags.format == "json";
+    set_blas_threads(flags.threads);
 }
 
-template void load_attn_mask(const AttentionFlags&, attntrace::Masks<float>&);
-template void load_attn_mask(const AttentionFlags&, attntrace::Masks<double>&);
-template attntrace::StageRecorder<float> make_recorder(const AttentionFlags&);
-template attntrace::StageRecorder<double> make_recorder(const AttentionFlags&);
-template void finish_attention(const AttentionFlags&, const std::vector<std::string>&,
-                               attntrace::AttentionResult<float>&, const attntrace::StageRecorder<float>&,
-                               const std::string&);
-template void finish_attention(const AttentionFlags&, const std::vector<std::string>&,
-                               attntrace::AttentionResult<double>&, const attntrace::StageRecorder<double>&,
-                               const std::string&);
+template <class T>
+void AttentionRun<T>::check_outputs(const std::vector<std::string>& inputs,
+                                    const std::vector<std::string>& extra_outputs) const {
+    std::vector<std::string> outputs{flags_.output, flags_.attn_weights};
+    for (const auto& [stage, file] : dumps_) outputs.push_back(file);
+    outputs.insert(outputs.end(), extra_outputs.begin(), extra_outputs.end());
+    std::size_t to_stdout = 0;
+    for (const auto& out : outputs) {
+        if (out.empty()) continue;
+        if (out == "-") ++to_stdout;
+        ensure_not_an_input(out, inputs);
+    }
+    if (to_stdout > 1) throw UsageError("-o: only one output can go to stdout (-)");
+    if (to_stdout == 1 && flags_.format == "json")
+        throw UsageError("--format: the JSON trace takes stdout; write the tensors to files");
+}
+
+template <class T>
+void AttentionRun<T>::load_attn_mask(Masks<T>& masks) const {
+    masks.causal = flags_.causal;
+    if (flags_.attn_mask.empty()) return;
+    auto mask = load_tensor<T>(flags_.attn_mask);
+    masks.attn_mask_is_bool = !is_float(mask.source.dtype);
+    masks.attn_mask = std::move(mask.array);
+    masks.attn_mask_name = flags_.attn_mask;
+}
+
+template <class T>
+void AttentionRun<T>::check_budget(const Shape& plane_shape) const {
+    std::uint64_t kept = 0;
+    std::string which;
+    for (const auto& stage : {"scores", "masked_scores", "weights"})
+        if (recorder.wants_values(stage)) {
+            ++kept;
+            which += std::string(which.empty() ? "" : ", ") + stage;
+        }
+    // The weights buffer the core computes in, plus the recorder's copy of each kept stage.
+    const std::uint64_t planes = (options.need_weights || kept ? 1 : 0) + kept;
+    std::uint64_t elements = 1;
+    for (auto d : plane_shape) elements *= d;
+    std::string avoid = "drop";
+    if (options.need_weights) avoid += " --attn-weights";
+    if (flags_.trace == "values") avoid += " --trace values";
+    if (flags_.format == "json") avoid += " --format json";
+    for (const auto& [stage, file] : dumps_)
+        if (is_plane_stage(stage)) avoid += " --dump " + stage;
+    avoid += " (without them the tiled path needs memory linear in the length), or raise --max-memory";
+    const std::uint64_t budget = flags_.max_memory.empty() ? default_memory_budget() : *parse_byte_size(flags_.max_memory);
+    check_memory_budget(planes, elements, sizeof(T), budget,
+                        "(" + std::string(kept ? which : "weights") + ") of shape " + shape_string(plane_shape) + " " +
+                            (sizeof(T) == 4 ? "float32" : "float64"),
+                        avoid);
+}
+
+template <class T>
+void AttentionRun<T>::finish(AttentionResult<T>& result, TraceContext context) const {
+    if (!flags_.output.empty()) save_tensor(flags_.output, result.output, stdout_format(flags_.output));
+    if (!flags_.attn_weights.empty() && result.weights)
+        save_tensor(flags_.attn_weights, *result.weights, stdout_format(flags_.attn_weights));
+    nlohmann::json dumped = nlohmann::json::object();
+    for (const auto& [stage, file] : dumps_) {
+        const auto* rec = recorder.find(stage);
+        if (!rec || !rec->values) throw UsageError("--dump: this run has no stage '" + stage + "'");
+        save_tensor(file, *rec->values, stdout_format(file));
+        dumped[stage] = file;
+    }
+    auto path_or_null = [](const std::string& p) { return p.empty() ? nlohmann::json() : nlohmann::json(p); };
+    context.outputs = {{"output", path_or_null(flags_.output)},
+                       {"attn_weights", path_or_null(flags_.attn_weights)},
+                       {"dumps", dumped}};
+    if (flags_.format == "json") {
+        std::cout << trace_json(context, recorder.stages(), result.row_stats, result.empty_rows,
+                                flags_.trace == "values")
+                         .dump()
+                  << '\n'
+                  << std::flush;
+        return;
+    }
+    if (flags_.trace == "none") return;
+    // The trace goes to stdout unless a tensor does; then to stderr, so pipelines stay clean.
+    bool tensor_on_stdout = flags_.output == "-" || flags_.attn_weights == "-";
+    for (const auto& [stage, file] : dumps_) tensor_on_stdout |= file == "-";
+    FILE* stream = tensor_on_stdout ? stderr : stdout;
+    TextStyle style;
+    style.values = flags_.trace == "values";
+    style.unicode = style.color = terminal_style(stream);
+    const std::string text = render_text_trace(context, recorder.stages(), result.row_stats, style);
+    (tensor_on_stdout ? std::cerr : std::cout) << text << std::flush;
+}
+
+template class AttentionRun<float>;
+template class AttentionRun<double>;

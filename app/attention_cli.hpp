@@ -1,6 +1,7 @@
 #pragma once
-// What sdpa and mha share on the command line: the flags, loading the masks, running the trace
-// and writing the outputs.
+// What sdpa and mha share on the command line: the flags, loading the attention mask, the memory
+// budget, and writing the outputs, the dumps and the trace.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,27 +19,47 @@ struct AttentionFlags {
     std::string attn_weights;
     std::string dtype = "f32";
     std::string trace = "shapes";
+    std::string format = "text";
     std::size_t threads = 0;
-    std::vector<std::string> dumps;  // STAGE=FILE (trace issue)
+    std::vector<std::string> dumps;  // STAGE=FILE
+    std::string max_memory;          // "" = default budget
 };
 
-// Adds the flags both commands take to CMD.
+// Adds the flags both commands take to CMD. STAGES are the command's stage names (for --dump).
 void add_attention_flags(CLI::App& cmd, AttentionFlags& flags);
 
-// The attention mask from FLAGS (bool when the file's dtype is not a float).
+// One run of sdpa or mha from the flags: the recorder, the core's options, the budget check, and
+// the outputs at the end.
 template <class T>
-void load_attn_mask(const AttentionFlags& flags, attntrace::Masks<T>& masks);
+class AttentionRun {
+public:
+    AttentionRun(const AttentionFlags& flags, const std::vector<std::string>& stage_names);
 
-// The recorder the flags ask for (which stages keep values).
-template <class T>
-attntrace::StageRecorder<T> make_recorder(const AttentionFlags& flags);
+    // Every path the run reads or writes must be checked before any work.
+    void check_outputs(const std::vector<std::string>& inputs, const std::vector<std::string>& extra_outputs) const;
+    // The attention mask from the flags (bool when the file's dtype is not a float).
+    void load_attn_mask(attntrace::Masks<T>& masks) const;
+    // Refuses (exit 3) when the (..., Lq, Lk) buffers this run keeps would exceed --max-memory.
+    // HEAD_ROWS = (number of heads over all batches) x Lq.
+    void check_budget(const attntrace::Shape& plane_shape) const;
 
-// Writes the output, the weights and the trace. INPUTS are every file the run read (never written
-// over). HEADER is the trace's first line.
-template <class T>
-void finish_attention(const AttentionFlags& flags, const std::vector<std::string>& inputs,
-                      attntrace::AttentionResult<T>& result, const attntrace::StageRecorder<T>& recorder,
-                      const std::string& header);
+    attntrace::AttentionOptions options;
+    attntrace::StageRecorder<T> recorder;
 
-// Refuses before any work when an output would overwrite an input.
-void check_outputs(const std::vector<std::string>& outputs, const std::vector<std::string>& inputs);
+    // Writes the output, the weights, the dumps, then the trace (stdout, or stderr when a tensor
+    // goes to stdout).
+    void finish(attntrace::AttentionResult<T>& result, attntrace::TraceContext context) const;
+
+private:
+    const AttentionFlags& flags_;
+    std::vector<std::pair<std::string, std::string>> dumps_;  // stage, file
+};
+
+template <class A>
+attntrace::Shape shape_of(const A& array) {
+    return attntrace::Shape(array.shape().begin(), array.shape().end());
+}
+
+// {"name", "file", "dtype", "shape"} for the JSON trace's "inputs".
+nlohmann::json input_json(const std::string& name, const attntrace::TensorSource& source,
+                          const attntrace::Shape& shape);

@@ -1,6 +1,5 @@
 // attntrace mha -q QUERY [-k KEY] [-v VALUE] --heads H: multi-head attention with projections,
 // with torch.nn.MultiheadAttention(batch_first=True) semantics.
-#include <charconv>
 #include <memory>
 
 #include "attention_cli.hpp"
@@ -11,6 +10,7 @@
 #include "attntrace/safetensors.hpp"
 #include "attntrace/tensor_io.hpp"
 #include "commands.hpp"
+#include "flag_parsing.hpp"
 
 namespace {
 
@@ -20,7 +20,7 @@ struct MhaFlags {
     std::size_t kv_heads = 0;
     std::string params;
     std::string prefix;
-    std::uint64_t seed = 0;
+    std::string seed = "0";  // parsed by parse_seed: CLI11 would wrap -1
     bool bias = true;
     std::size_t head_dim = 0, value_head_dim = 0, out_dim = 0;
     std::string save_params;
@@ -29,21 +29,6 @@ struct MhaFlags {
     std::string valid_lens;
     bool average_heads = false;
 };
-
-// "3,2" -> [3, 2], or nullopt when TEXT is not such a list (then it names a file).
-std::optional<std::vector<double>> parse_int_list(const std::string& text) {
-    std::vector<double> out;
-    std::size_t begin = 0;
-    while (true) {
-        const std::size_t end = std::min(text.find(',', begin), text.size());
-        std::size_t v = 0;
-        const auto [ptr, ec] = std::from_chars(text.data() + begin, text.data() + end, v);
-        if (begin == end || ec != std::errc() || ptr != text.data() + end) return std::nullopt;
-        out.push_back(static_cast<double>(v));
-        if (end == text.size()) return out;
-        begin = end + 1;
-    }
-}
 
 template <class T>
 attntrace::MhaParams<T> resolve_params(const MhaFlags& f, const attntrace::MhaDims& dims) {
@@ -57,31 +42,31 @@ attntrace::MhaParams<T> resolve_params(const MhaFlags& f, const attntrace::MhaDi
     sizes.head_dim = f.head_dim ? f.head_dim : dims.query_dim / h;
     sizes.value_head_dim = f.value_head_dim ? f.value_head_dim : sizes.head_dim;
     sizes.out_dim = f.out_dim ? f.out_dim : dims.query_dim;
-    return attntrace::random_mha_params<T>(dims, sizes, f.bias, f.seed);
+    return attntrace::random_mha_params<T>(dims, sizes, f.bias, parse_seed(f.seed));
 }
 
 template <class T>
 void run_mha(const MhaFlags& f) {
     const auto& c = f.common;
+    AttentionRun<T> run(c, attntrace::mha_stage_names());
     const std::string key_path = c.key.empty() ? c.query : c.key;
     const std::string value_path = c.value.empty() ? key_path : c.value;
     std::vector<std::string> inputs{c.query, key_path, value_path, c.attn_mask, f.params, f.key_padding_mask};
-    const auto valid_list = f.valid_lens.empty() ? std::nullopt : parse_int_list(f.valid_lens);
+    const auto valid_list = f.valid_lens.empty() ? std::nullopt : parse_uint_list(f.valid_lens);
     if (!f.valid_lens.empty() && !valid_list) inputs.push_back(f.valid_lens);
-    check_outputs({c.output, c.attn_weights, f.save_params}, inputs);
+    run.check_outputs(inputs, {f.save_params});
     if (f.heads == 0) throw attntrace::UsageError("--heads: must be at least 1");
-    attntrace::set_blas_threads(c.threads);
 
     // One load per distinct path: -q x.npy alone is self-attention on one tensor.
     const auto query = attntrace::load_tensor<T>(c.query);
     std::optional<attntrace::LoadedTensor<T>> key_file, value_file;
     if (key_path != c.query) key_file = attntrace::load_tensor<T>(key_path);
-    const auto& key = key_file ? key_file->array : query.array;
+    const auto& key = key_file ? *key_file : query;
     if (value_path != key_path && value_path != c.query) value_file = attntrace::load_tensor<T>(value_path);
-    const auto& value = value_file ? value_file->array : (value_path == key_path ? key : query.array);
+    const auto& value = value_file ? *value_file : (value_path == key_path ? key : query);
 
     attntrace::Masks<T> masks;
-    load_attn_mask(c, masks);
+    run.load_attn_mask(masks);
     if (!f.key_padding_mask.empty()) {
         masks.key_padding_mask = attntrace::load_tensor<T>(f.key_padding_mask).array;
         masks.key_padding_mask_name = f.key_padding_mask;
@@ -96,38 +81,70 @@ void run_mha(const MhaFlags& f) {
     }
 
     const auto dim = [](const attntrace::Array<T>& a) { return a.dimension() ? a.shape().back() : 0; };
-    const attntrace::MhaDims dims{f.heads, f.kv_heads ? f.kv_heads : f.heads, dim(query.array), dim(key),
-                                  dim(value), !f.no_out_proj};
+    const attntrace::MhaDims dims{f.heads, f.kv_heads ? f.kv_heads : f.heads, dim(query.array), dim(key.array),
+                                  dim(value.array), !f.no_out_proj};
     if (dims.heads % dims.kv_heads != 0)
         throw attntrace::UsageError("--kv-heads: " + std::to_string(dims.heads) + " query heads cannot share " +
                                     std::to_string(dims.kv_heads) + " kv heads (" + std::to_string(dims.heads) +
                                     " % " + std::to_string(dims.kv_heads) + " != 0)");
     const auto params = resolve_params<T>(f, dims);
+    if (query.array.dimension() >= 2 && key.array.dimension() >= 2) {
+        const std::size_t batch = query.array.dimension() == 3 ? query.array.shape()[0] : 1;
+        run.check_budget({batch, f.heads, query.array.shape()[query.array.dimension() - 2],
+                          key.array.shape()[key.array.dimension() - 2]});
+    }
 
-    attntrace::AttentionOptions options;
-    options.scale = c.scale;
-    options.need_weights = !c.attn_weights.empty();
-    options.average_heads = f.average_heads;
-    options.threads = c.threads;
-    options.query_name = c.query, options.key_name = key_path, options.value_name = value_path;
+    run.options.average_heads = f.average_heads;
+    run.options.query_name = c.query, run.options.key_name = key_path, run.options.value_name = value_path;
     const attntrace::MhaConfig config{f.heads, dims.kv_heads, !f.no_out_proj};
-    auto recorder = make_recorder<T>(c);
-    auto result = attntrace::mha(query.array, key, value, params, config, masks, options, &recorder);
-
+    auto result = attntrace::mha(query.array, key.array, value.array, params, config, masks, run.options,
+                                 &run.recorder);
     if (!f.save_params.empty())
         attntrace::write_file_atomically(f.save_params,
                                          attntrace::safetensors_bytes(attntrace::torch_state_dict(params)));
-    std::string header = "mha: " + std::to_string(f.heads) + " heads";
+
+    attntrace::TraceContext context;
+    context.command = "mha";
+    std::string& header = context.header;
+    header = "mha: " + std::to_string(f.heads) + " heads";
     if (dims.kv_heads != f.heads) header += " sharing " + std::to_string(dims.kv_heads) + " kv heads";
     header += ", head dim " + std::to_string(result.sizes.head_dim) + ", value head dim " +
-              std::to_string(result.sizes.value_head_dim) + ", scale " + attntrace::format_number(result.scale) +
+              std::to_string(result.sizes.value_head_dim) + ", scale " + attntrace::format_number(static_cast<T>(result.scale)) +
               ", params " + params.source + " (" + params.scheme + ")";
     if (!params.ignored.empty()) {
         header += ", ignored:";
         for (const auto& n : params.ignored) header += " " + n;
     }
     header += ", " + std::to_string(result.empty_rows) + " empty rows";
-    finish_attention(c, inputs, result, recorder, header);
+    auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
+    context.options = {
+        {"heads", f.heads},
+        {"kv_heads", dims.kv_heads},
+        {"head_dim", result.sizes.head_dim},
+        {"value_head_dim", result.sizes.value_head_dim},
+        {"out_dim", result.sizes.out_dim},
+        {"out_proj", !f.no_out_proj},
+        {"scale", result.scale},
+        {"masks",
+         {{"causal", c.causal},
+          {"attn_mask", or_null(c.attn_mask)},
+          {"attn_mask_kind", c.attn_mask.empty() ? nlohmann::json() : nlohmann::json(masks.attn_mask_is_bool ? "bool" : "float")},
+          {"key_padding_mask", or_null(f.key_padding_mask)},
+          {"valid_lens", or_null(f.valid_lens)},
+          {"empty_rows", result.empty_rows}}},
+        {"params",
+         {{"source", params.source},
+          {"scheme", params.scheme},
+          {"prefix", f.prefix},
+          {"names", params.names},
+          {"ignored", params.ignored}}},
+        {"average_heads", f.average_heads},
+        {"dtype", c.dtype},
+        {"threads", c.threads ? nlohmann::json(c.threads) : nlohmann::json()}};
+    context.inputs = {input_json("query", query.source, shape_of(query.array)),
+                      input_json("key", key.source, shape_of(key.array)),
+                      input_json("value", value.source, shape_of(value.array))};
+    run.finish(result, context);
 }
 
 }  // namespace
@@ -138,16 +155,16 @@ void setup_mha(CLI::App& app) {
     cmd->add_option("-q,--query", f->common.query, "QUERY (B, Lq, Eq) or (Lq, Eq)")->required();
     cmd->add_option("-k,--key", f->common.key, "KEY (B, Lk, Ek); default QUERY");
     cmd->add_option("-v,--value", f->common.value, "VALUE (B, Lk, Ev); default KEY");
-    cmd->add_option("--heads", f->heads, "number of heads H")->required();
+    cmd->add_option("--heads", f->heads, "number of heads H")->required()->check(positive_integer());
     cmd->add_option("--kv-heads", f->kv_heads, "grouped-query attention: G key/value heads (H % G == 0)")
-        ->check(CLI::PositiveNumber);
+        ->check(positive_integer());
     cmd->add_option("--params", f->params, "parameters: .safetensors, .json, or a directory of NAME.npy");
     cmd->add_option("--prefix", f->prefix, "use only parameter names starting with this prefix (stripped)");
     cmd->add_option("--seed", f->seed, "seed of the random init when there is no --params")->capture_default_str();
     cmd->add_flag("--bias,!--no-bias", f->bias, "random init: with biases (default) or without");
-    cmd->add_option("--head-dim", f->head_dim, "random init: P (default E/H)")->check(CLI::PositiveNumber);
-    cmd->add_option("--value-head-dim", f->value_head_dim, "random init: Pv (default P)")->check(CLI::PositiveNumber);
-    cmd->add_option("--out-dim", f->out_dim, "random init: PO (default E)")->check(CLI::PositiveNumber);
+    cmd->add_option("--head-dim", f->head_dim, "random init: P (default E/H)")->check(positive_integer());
+    cmd->add_option("--value-head-dim", f->value_head_dim, "random init: Pv (default P)")->check(positive_integer());
+    cmd->add_option("--out-dim", f->out_dim, "random init: PO (default E)")->check(positive_integer());
     cmd->add_option("--save-params", f->save_params, "write the parameters used as .safetensors (PyTorch names)");
     cmd->add_flag("--no-out-proj", f->no_out_proj, "concatenate the heads with no output projection");
     cmd->add_option("--key-padding-mask", f->key_padding_mask, "(B, Lk) bool or 0/1: true ignores that key");

@@ -10,6 +10,7 @@
 #include "attntrace/random.hpp"
 #include "attntrace/tensor_io.hpp"
 #include "commands.hpp"
+#include "flag_parsing.hpp"
 
 namespace {
 
@@ -22,29 +23,11 @@ struct RandomOptions {
     std::string to;  // "npy", "json", or "" (by extension; npy for -)
 };
 
-// A decimal integer in [0, 2^64), all of TEXT; nullopt otherwise.
-std::optional<std::uint64_t> parse_uint(std::string_view text) {
-    std::uint64_t value = 0;
-    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
-    return value;
-}
-
 // "2,10,6" -> (2, 10, 6): at least one dim, each a non-negative integer (0 makes an empty tensor).
 attntrace::Shape parse_shape(const std::string& text) {
-    attntrace::Shape shape;
-    std::size_t begin = 0;
-    while (true) {
-        const std::size_t end = std::min(text.find(',', begin), text.size());
-        const auto dim = parse_uint(std::string_view(text).substr(begin, end - begin));
-        if (!dim) {
-            throw attntrace::UsageError("--shape: '" + text +
-                                        "' is not a list of non-negative integers like 2,10,6");
-        }
-        shape.push_back(*dim);
-        if (end == text.size()) break;
-        begin = end + 1;
-    }
+    const auto dims = parse_uint_list(text);
+    if (!dims) throw attntrace::UsageError("--shape: '" + text + "' is not a list of non-negative integers like 2,10,6");
+    const attntrace::Shape shape(dims->begin(), dims->end());
     if (!attntrace::checked_element_count(shape)) {
         throw attntrace::UsageError("--shape: '" + text + "' has more than 2^64 elements");
     }
@@ -53,17 +36,16 @@ attntrace::Shape parse_shape(const std::string& text) {
 
 void run_random(const RandomOptions& opt) {
     const attntrace::Shape shape = parse_shape(opt.shape);
-    const auto seed = parse_uint(opt.seed);
-    if (!seed) throw attntrace::UsageError("--seed: '" + opt.seed + "' is not an integer in [0, 2^64)");
+    const std::uint64_t seed = parse_seed(opt.seed);
     const auto dist = opt.dist == "uniform" ? attntrace::Distribution::uniform
                                             : attntrace::Distribution::normal;
     std::optional<attntrace::FileFormat> format;
     if (opt.to == "json") format = attntrace::FileFormat::json;
     if (opt.to == "npy" || (opt.to.empty() && opt.output == "-")) format = attntrace::FileFormat::npy;
     if (opt.dtype == "f64") {
-        attntrace::save_tensor(opt.output, attntrace::random_tensor<double>(shape, dist, *seed), format);
+        attntrace::save_tensor(opt.output, attntrace::random_tensor<double>(shape, dist, seed), format);
     } else {
-        attntrace::save_tensor(opt.output, attntrace::random_tensor<float>(shape, dist, *seed), format);
+        attntrace::save_tensor(opt.output, attntrace::random_tensor<float>(shape, dist, seed), format);
     }
 }
 

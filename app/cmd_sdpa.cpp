@@ -11,24 +11,33 @@ namespace {
 
 template <class T>
 void run_sdpa(const AttentionFlags& f) {
-    const std::vector<std::string> inputs{f.query, f.key, f.value, f.attn_mask};
-    check_outputs({f.output, f.attn_weights}, inputs);
-    attntrace::set_blas_threads(f.threads);
+    AttentionRun<T> run(f, attntrace::sdpa_stage_names());
+    run.check_outputs({f.query, f.key, f.value, f.attn_mask}, {});
     const auto q = attntrace::load_tensor<T>(f.query);
     const auto k = attntrace::load_tensor<T>(f.key);
     const auto v = attntrace::load_tensor<T>(f.value);
     attntrace::Masks<T> masks;
-    load_attn_mask(f, masks);
-    attntrace::AttentionOptions options;
-    options.scale = f.scale;
-    options.need_weights = !f.attn_weights.empty();
-    options.threads = f.threads;
-    options.query_name = f.query, options.key_name = f.key, options.value_name = f.value;
-    auto recorder = make_recorder<T>(f);
-    auto result = attntrace::sdpa(q.array, k.array, v.array, masks, options, &recorder);
-    const std::string header = "sdpa: scale " + attntrace::format_number(result.scale) + ", " +
-                               std::to_string(result.empty_rows) + " empty rows";
-    finish_attention(f, inputs, result, recorder, header);
+    run.load_attn_mask(masks);
+    if (q.array.dimension() >= 2 && k.array.dimension() >= 2) {
+        attntrace::Shape plane = shape_of(q.array);
+        plane.back() = k.array.shape()[k.array.dimension() - 2];
+        run.check_budget(plane);
+    }
+    run.options.query_name = f.query, run.options.key_name = f.key, run.options.value_name = f.value;
+    auto result = attntrace::sdpa(q.array, k.array, v.array, masks, run.options, &run.recorder);
+
+    attntrace::TraceContext context;
+    context.command = "sdpa";
+    context.header = "sdpa: scale " + attntrace::format_number(static_cast<T>(result.scale)) + ", " +
+                     std::to_string(result.empty_rows) + " empty rows";
+    context.options = {{"scale", result.scale},
+                       {"causal", f.causal},
+                       {"attn_mask", f.attn_mask.empty() ? nlohmann::json() : nlohmann::json(f.attn_mask)},
+                       {"dtype", f.dtype},
+                       {"threads", f.threads ? nlohmann::json(f.threads) : nlohmann::json()}};
+    context.inputs = {input_json("query", q.source, shape_of(q.array)), input_json("key", k.source, shape_of(k.array)),
+                      input_json("value", v.source, shape_of(v.array))};
+    run.finish(result, context);
 }
 
 }  // namespace

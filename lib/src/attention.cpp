@@ -433,6 +433,14 @@ std::string masks_description(bool causal, const std::string& attn, const std::s
     return d;
 }
 
+// "query @ W_q^T + b_q   W_q (6, 6)": what a projection computed, with its weight's shape.
+template <class T>
+std::string projection_note(const char* input, const char* which, const Array<T>& w, const std::optional<Array<T>>& b) {
+    std::string note = std::string(input) + " @ W_" + which + "^T";
+    if (b) note += std::string(" + b_") + which;
+    return note + "   W_" + which + " " + shape_string(w.shape());
+}
+
 template <class T>
 T default_scale(std::size_t head_dim) {
     return head_dim == 0 ? T(1) : T(1.0 / std::sqrt(static_cast<double>(head_dim)));
@@ -471,7 +479,9 @@ void report_attention_stages(const Reporter<T>& rep, AttnBuffers<T>& buf, const 
                              const std::string& mask_desc, std::size_t empty_rows) {
     rep.report("scores", plane_shape, "Q @ K^T * " + format_number(scale), {{"scale", scale}},
                buf.scores ? &*buf.scores : nullptr);
-    rep.report("masked_scores", plane_shape, mask_desc.empty() ? "no mask" : mask_desc,
+    rep.report("masked_scores", plane_shape,
+               (mask_desc.empty() ? std::string("no mask") : mask_desc) + ", " + std::to_string(empty_rows) +
+                   (empty_rows == 1 ? " row" : " rows") + " with no allowed key",
                {{"masks", mask_desc}, {"empty_rows", empty_rows}},
                buf.masked_scores ? &*buf.masked_scores : nullptr);
     rep.report("weights", plane_shape, "softmax over keys", {{"empty_rows", empty_rows}},
@@ -545,6 +555,7 @@ AttentionResult<T> sdpa(const Array<T>& q, const Array<T>& k, const Array<T>& v,
     }
     auto buf = make_buffers(rep, options, plane_shape);
     result.empty_rows = attend(hb, plan, scale, buf.kept(), options.threads);
+    result.row_stats = std::move(buf.stats);
     const std::string mask_desc = masks_description(masks.causal, masks.attn_mask ? masks.attn_mask_name : "", "", "");
     report_attention_stages(rep, buf, plane_shape, scale, mask_desc, result.empty_rows);
     rep.report("output", array_shape(result.output), "weights @ V", {}, &result.output);
@@ -700,9 +711,12 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
         if (rep.wants(name)) vals = gather_rows(base, b, l, d, ld, 0);
         rep.report(name, {b, l, d}, note, weight_attrs(which, w, bias), vals ? &*vals : nullptr);
     };
-    report_projection("q", qp, lq, nq, ldq, "query @ W_q^T + b_q", "w_q", params.w_q, params.b_q);
-    report_projection("k", kp, lk, nk, ldk, "key @ W_k^T + b_k", "w_k", params.w_k, params.b_k);
-    report_projection("v", vp, lk, nv, ldv, "value @ W_v^T + b_v", "w_v", params.w_v, params.b_v);
+    report_projection("q", qp, lq, nq, ldq, projection_note("query", "q", params.w_q, params.b_q).c_str(), "w_q",
+                      params.w_q, params.b_q);
+    report_projection("k", kp, lk, nk, ldk, projection_note("key", "k", params.w_k, params.b_k).c_str(), "w_k",
+                      params.w_k, params.b_k);
+    report_projection("v", vp, lk, nv, ldv, projection_note("value", "v", params.w_v, params.b_v).c_str(), "w_v",
+                      params.w_v, params.b_v);
 
     // split_heads: head h of q is columns [h*P, (h+1)*P) of its rows; no data moves.
     auto report_heads = [&](const char* name, const T* base, std::size_t heads, std::size_t l, std::size_t d,
@@ -736,6 +750,8 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
         }
     auto buf = make_buffers(rep, options, plane_shape);
     result.empty_rows = attend(hb, plan, scale, buf.kept(), options.threads);
+    result.row_stats = std::move(buf.stats);
+    if (result.row_stats && !batched) result.row_stats->shape = {h, lq};
     report_attention_stages(rep, buf, plane_shape, scale,
                             masks_description(masks.causal, attn_desc, kpm_desc, valid_desc), result.empty_rows);
     {
@@ -752,7 +768,7 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
         out_cols = po;
         result.output = Array<T>::from_shape({b, lq, po});
         project(merged.data(), b * lq, *params.w_o, params.b_o, result.output.data(), po);
-        rep.report("output", {b, lq, po}, "merged @ W_o^T + b_o",
+        rep.report("output", {b, lq, po}, projection_note("merged", "o", *params.w_o, params.b_o),
                    weight_attrs("w_o", *params.w_o, params.b_o), &result.output);
     } else {
         result.output = std::move(merged);

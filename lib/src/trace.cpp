@@ -1,7 +1,10 @@
 #include "attntrace/trace.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
+#include "attntrace/numbers.hpp"
+#include "attntrace/stats.hpp"
 #include "attntrace/torch_format.hpp"
 
 namespace attntrace {
@@ -18,6 +21,37 @@ const StageRecord<T>* StageRecorder<T>::find(std::string_view name) const {
     for (const auto& s : stages_)
         if (s.name == name) return &s;
     return nullptr;
+}
+
+std::vector<HeadSummary> summarize_heads(const RowStats& stats, std::size_t max_queries) {
+    const Shape& shape = stats.shape;
+    if (shape.empty()) return {};
+    const std::size_t lq = shape.back();
+    const std::size_t heads = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
+    const std::size_t batches = heads * lq == 0 ? 0 : stats.entropy.size() / (heads * lq);
+    std::vector<HeadSummary> out(heads);
+    for (std::size_t h = 0; h < heads; ++h) {
+        HeadSummary& s = out[h];
+        s.head = h;
+        double sum = 0;
+        std::size_t rows = 0;
+        for (std::size_t b = 0; b < batches; ++b)
+            for (std::size_t i = 0; i < lq; ++i) {
+                const std::size_t row = (b * heads + h) * lq + i;
+                if (stats.argmax[row] < 0) {
+                    ++s.empty_rows;
+                    continue;
+                }
+                sum += stats.entropy[row];
+                ++rows;
+            }
+        s.mean_entropy = rows ? sum / double(rows) : 0.0;
+        for (std::size_t i = 0; i < std::min(lq, max_queries) && batches > 0; ++i) {
+            const std::size_t row = h * lq + i;
+            s.top.push_back({i, stats.argmax[row], stats.max_weight[row], stats.entropy[row]});
+        }
+    }
+    return out;
 }
 
 namespace {
@@ -38,31 +72,117 @@ std::string pad(std::string s, std::size_t width) {
     return s;
 }
 
+std::string fixed(double v, int digits) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return buf;
+}
+
+template <class T>
+nlohmann::json nested(const T*& next, const Shape& shape, std::size_t depth) {
+    if (depth == shape.size()) return static_cast<double>(*next++);
+    nlohmann::json a = nlohmann::json::array();
+    for (std::size_t i = 0; i < shape[depth]; ++i) a.push_back(nested(next, shape, depth + 1));
+    return a;
+}
+
+nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+
 }  // namespace
 
 template <class T>
-std::string render_text_trace(const std::string& header, const std::vector<StageRecord<T>>& stages,
-                              const TextStyle& style) {
-    const char* bold = style.color ? "\x1b[1m" : "";
-    const char* dim = style.color ? "\x1b[2m" : "";
-    const char* reset = style.color ? "\x1b[0m" : "";
+std::string render_text_trace(const TraceContext& context, const std::vector<StageRecord<T>>& stages,
+                              const std::optional<RowStats>& row_stats, const TextStyle& style) {
+    const std::string bold = style.color ? "\x1b[1m" : "";
+    const std::string dim = style.color ? "\x1b[2m" : "";
+    const std::string reset = style.color ? "\x1b[0m" : "";
     std::size_t name_w = 0, shape_w = 0;
     for (const auto& s : stages) {
         name_w = std::max(name_w, s.name.size());
         shape_w = std::max(shape_w, shape_string(s.shape).size());
     }
-    std::string out = header + "\n";
+    std::string out = bold + context.header + reset + "\n";
     for (const auto& s : stages) {
-        out += std::string(bold) + pad(s.name, name_w) + reset + "  " + pad(shape_string(s.shape), shape_w) + "  " +
-               dim + (style.unicode ? prettify(s.note) : s.note) + reset + "\n";
+        out += bold + pad(s.name, name_w) + reset + "  " + pad(shape_string(s.shape), shape_w) + "  " + dim +
+               (style.unicode ? prettify(s.note) : s.note) + reset + "\n";
         if (style.values && s.values) out += torch_str(*s.values) + "\n";
+    }
+    std::string written;
+    if (context.outputs.is_object())
+        for (const auto& [what, file] : context.outputs.items()) {
+            if (file.is_string()) written += " " + what + " " + file.template get<std::string>();
+            if (file.is_object())
+                for (const auto& [stage, path] : file.items()) written += " " + stage + " " + path.template get<std::string>();
+        }
+    if (!written.empty()) out += dim + "wrote" + written + reset + "\n";
+    if (row_stats) {
+        out += bold + "head statistics" + reset + dim + " (mean entropy of the weight rows in nats; per query of batch 0: the key with the most weight, and that weight)" + reset + "\n";
+        const std::string arrow = style.unicode ? "→" : "->";
+        for (const auto& h : summarize_heads(*row_stats, style.top_queries)) {
+            out += "head " + std::to_string(h.head) + "  entropy " + fixed(h.mean_entropy, 3);
+            if (h.empty_rows) out += "  empty rows " + std::to_string(h.empty_rows);
+            out += " ";
+            for (const auto& t : h.top) {
+                out += " q" + std::to_string(t.query) + arrow;
+                out += t.key < 0 ? std::string("none") : "k" + std::to_string(t.key) + " " + fixed(t.weight, 2);
+            }
+            out += "\n";
+        }
     }
     return out;
 }
 
+template <class T>
+nlohmann::json trace_json(const TraceContext& context, const std::vector<StageRecord<T>>& stages,
+                          const std::optional<RowStats>& row_stats, std::size_t empty_rows, bool with_values) {
+    nlohmann::json doc;
+    doc["command"] = context.command;
+    doc["options"] = context.options;
+    doc["inputs"] = context.inputs;
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& s : stages) {
+        nlohmann::json st{{"name", s.name}, {"shape", s.shape}, {"note", s.note}, {"attributes", s.attributes}};
+        st["stats"] = nullptr;
+        if (s.values) {
+            const TensorStats ts = tensor_stats(*s.values);
+            st["stats"] = {{"min", finite_or_null(ts.min)}, {"max", finite_or_null(ts.max)},
+                           {"mean", finite_or_null(ts.mean)}};
+            if (with_values) {
+                const T* next = s.values->data();
+                st["data"] = nested(next, s.shape, 0);
+            }
+        }
+        list.push_back(std::move(st));
+    }
+    doc["stages"] = std::move(list);
+    nlohmann::json heads = nlohmann::json::array();
+    if (row_stats) {
+        for (const auto& h : summarize_heads(*row_stats, SIZE_MAX)) {
+            nlohmann::json top = nlohmann::json::array();
+            for (const auto& t : h.top)
+                top.push_back({{"query", t.query},
+                               {"key", t.key < 0 ? nlohmann::json() : nlohmann::json(t.key)},
+                               {"weight", t.weight},
+                               {"entropy", t.entropy}});
+            heads.push_back(
+                {{"head", h.head}, {"mean_entropy", h.mean_entropy}, {"empty_rows", h.empty_rows}, {"top", top}});
+        }
+    }
+    doc["head_stats"] = std::move(heads);
+    doc["empty_rows"] = empty_rows;
+    doc["outputs"] = context.outputs;
+    return doc;
+}
+
 template class StageRecorder<float>;
 template class StageRecorder<double>;
-template std::string render_text_trace(const std::string&, const std::vector<StageRecord<float>>&, const TextStyle&);
-template std::string render_text_trace(const std::string&, const std::vector<StageRecord<double>>&, const TextStyle&);
+template std::string render_text_trace(const TraceContext&, const std::vector<StageRecord<float>>&,
+                                       const std::optional<RowStats>&, const TextStyle&);
+template std::string render_text_trace(const TraceContext&, const std::vector<StageRecord<double>>&,
+                                       const std::optional<RowStats>&, const TextStyle&);
+template nlohmann::json trace_json(const TraceContext&, const std::vector<StageRecord<float>>&,
+                                   const std::optional<RowStats>&, std::size_t, bool);
+template nlohmann::json trace_json(const TraceContext&, const std::vector<StageRecord<double>>&,
+                                   const std::optional<RowStats>&, std::size_t, bool);
 
 }  // namespace attntrace

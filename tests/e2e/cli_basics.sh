@@ -70,4 +70,12 @@ error_line --atol
 usage_error "$A" compare "$W/x.npy" "$W/x.npy" --rtol abc
 error_line --rtol
 [ ! -s "$W/out" ] || fail "a usage error printed to stdout"
+
+# a full stdout is an output error, not a silent success
+if [ -w /dev/full ]; then
+    got=0
+    "$A" info "$W/x.npy" >/dev/full 2>"$W/err" || got=$?
+    [ "$got" = 4 ] || fail "info > /dev/full: exit $got, expected 4"
+    error_line stdout
+fi
 echo "cli_basics: ok"

@@ -7,6 +7,8 @@ set -euo pipefail
 A=$ATTNTRACE
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
+set -E
+trap 'echo "FAIL: ${BASH_SOURCE[0]}:$LINENO: $BASH_COMMAND" >&2' ERR
 
 fail() {
     echo "FAIL: $*" >&2

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -228,9 +230,11 @@ TEST_CASE("PyTorch reads what safetensors_bytes writes as the same tensors") {
         return;
     }
     TempDir tmp;
-    auto run_check = [&](const std::string& file, const fs::path& dir, const std::string& redirect = "") {
-        const std::string command = "/usr/bin/python3 '" + fixture_script + "' --check-safetensors '" + file +
-                                    "' '" + dir.string() + "'" + redirect;
+    // exit status of the script's check of each (file, dir) pair
+    auto run_check = [&](const std::vector<std::pair<std::string, fs::path>>& pairs, const std::string& redirect = "") {
+        std::string command = "/usr/bin/python3 '" + fixture_script + "' --check-safetensors";
+        for (const auto& [file, dir] : pairs) command += " '" + file + "' '" + dir.string() + "'";
+        command += redirect;
         return std::system(command.c_str());
     };
     const auto f = sample_tensors<float>();
@@ -246,9 +250,9 @@ TEST_CASE("PyTorch reads what safetensors_bytes writes as the same tensors") {
     const std::string d_file = (tmp.path / "d.safetensors").string();
     attntrace::write_file_atomically(f_file, attntrace::safetensors_bytes(f_plain));
     attntrace::write_file_atomically(d_file, attntrace::safetensors_bytes(d_plain));
-    CHECK(run_check(f_file + "' '" + (tmp.path / "f").string() + "' '" + d_file, tmp.path / "d") == 0);
+    CHECK(run_check({{f_file, tmp.path / "f"}, {d_file, tmp.path / "d"}}) == 0);
     // and the check can fail: float data against the float64 .npy files
-    CHECK(run_check(f_file, tmp.path / "d", " 2>/dev/null") != 0);
+    CHECK(run_check({{f_file, tmp.path / "d"}}, " 2>/dev/null") != 0);
     // names with quotes, '/' and UTF-8 are written as valid JSON
     const std::string odd_file = (tmp.path / "odd.safetensors").string();
     attntrace::write_file_atomically(odd_file, attntrace::safetensors_bytes(f));

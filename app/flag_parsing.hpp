@@ -1,0 +1,21 @@
+#pragma once
+// Flag values CLI11 would parse too loosely (it wraps -1 to 2^64 - 1 for unsigned types).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// A decimal integer in [0, 2^64), all of TEXT; nullopt otherwise.
+std::optional<std::uint64_t> parse_uint(std::string_view text);
+
+// "3,2" -> {3, 2}: one or more such integers separated by commas; nullopt otherwise.
+std::optional<std::vector<std::uint64_t>> parse_uint_list(std::string_view text);
+
+// --seed's value; throws UsageError naming FLAG.
+std::uint64_t parse_seed(const std::string& text, const std::string& flag = "--seed");
+
+#include <CLI/CLI.hpp>
+
+// A CLI11 check for counts (--heads, --threads, --head-dim ...): an integer from 1 to MAX.
+CLI::Validator positive_integer(std::uint64_t max = UINT64_MAX);
