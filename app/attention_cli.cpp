@@ -88,7 +88,6 @@ AttentionRun<T>::AttentionRun(const AttentionFlags& flags, const std::vector<std
     options.need_weights = !flags.attn_weights.empty();
     options.threads = flags.threads;
     options.row_stats = flags.trace != "none" || flags.format == "json";
-    set_blas_threads(flags.threads);
 }
 
 template <class T>

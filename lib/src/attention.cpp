@@ -2,8 +2,10 @@
 #include "attntrace/attention.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -31,7 +33,7 @@ namespace {
 
 // Query rows per task: one (kQueryBlock, Lk) block of scores per thread when the weights are not
 // kept, so memory grows with Lk, not Lq*Lk.
-constexpr std::size_t kQueryBlock = 128;
+constexpr std::size_t kQueryBlock = 256;
 
 Shape array_shape(const auto& a) { return Shape(a.shape().begin(), a.shape().end()); }
 
@@ -138,7 +140,8 @@ bool softmax_row(T* row, std::size_t lk) {
     return false;
 }
 
-// Runs fn(task, worker) for task in [0, tasks) on up to `threads` workers.
+// Runs fn(task, worker) for task in [0, tasks) on up to `threads` workers; each worker takes the
+// next task when it is free, so a slow core or a causal block with few keys does not hold the rest.
 template <class Fn>
 void parallel_for(std::size_t tasks, std::size_t threads, Fn&& fn) {
     threads = std::max<std::size_t>(1, std::min(threads, tasks));
@@ -146,11 +149,13 @@ void parallel_for(std::size_t tasks, std::size_t threads, Fn&& fn) {
         for (std::size_t t = 0; t < tasks; ++t) fn(t, 0);
         return;
     }
+    std::atomic<std::size_t> next{0};
+    auto work = [&](std::size_t worker) {
+        for (std::size_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) fn(t, worker);
+    };
     std::vector<std::thread> pool;
-    for (std::size_t w = 0; w < threads; ++w)
-        pool.emplace_back([&, w] {
-            for (std::size_t t = w; t < tasks; t += threads) fn(t, w);
-        });
+    for (std::size_t w = 1; w < threads; ++w) pool.emplace_back(work, w);
+    work(0);  // the calling thread is worker 0
     for (auto& t : pool) t.join();
 }
 
@@ -203,7 +208,7 @@ std::size_t attend_rows(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scal
 }
 
 // Keys per block of the tiled path: a (kQueryBlock, kKeyBlock) block of scores stays in cache.
-constexpr std::size_t kKeyBlock = 512;
+constexpr std::size_t kKeyBlock = 1024;
 
 // Per-thread state of the tiled path.
 template <class T>
@@ -292,14 +297,8 @@ std::size_t attend(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, co
     const std::size_t blocks = (hb.lq + kQueryBlock - 1) / kQueryBlock;
     const std::size_t tasks = hb.count() * blocks;
     if (tasks == 0) return 0;
-    if (threads == 0) threads = blas_threads();
     threads = std::max<std::size_t>(1, std::min(threads, tasks));
     const bool tiled = !kept.weights && !kept.scores && !kept.masked_scores;
-    // With several tasks per thread our threads share the cores and BLAS runs single-threaded
-    // inside them; a single task leaves BLAS its own threads.
-    const std::size_t saved_blas = blas_threads();
-    if (threads > 1) set_blas_threads(1);
-
     std::vector<TileScratch<T>> tiles(threads);
     std::vector<std::size_t> empty(threads, 0);
     parallel_for(tasks, threads, [&](std::size_t task, std::size_t worker) {
@@ -313,12 +312,25 @@ std::size_t attend(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, co
             empty[worker] += attend_rows(hb, masks, scale, kept, n, i0, rows, s);
         }
     });
-
-    if (threads > 1) set_blas_threads(saved_blas);
     std::size_t total = 0;
     for (auto e : empty) total += e;
     return total;
 }
+
+// Our threads do all the parallel work (over heads, query blocks and projection rows) and BLAS
+// runs single-threaded inside them: OpenBLAS's own pool, left spinning between calls, would
+// fight our threads for the cores. The guard restores OpenBLAS's setting afterwards.
+class SingleThreadedBlas {
+public:
+    SingleThreadedBlas() : saved_(blas_threads()) { set_blas_threads(1); }
+    ~SingleThreadedBlas() { set_blas_threads(saved_); }
+    SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+    SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+    std::size_t saved() const { return saved_; }
+
+private:
+    std::size_t saved_;
+};
 
 // ---- masks: validation and broadcasting ---------------------------------------------------------
 
@@ -410,14 +422,23 @@ Array<T> gather_heads(const T* base, std::size_t b, std::size_t h, std::size_t l
 
 // ---- projections ------------------------------------------------------------------------------
 
-// y (rows, W.rows) := x (rows, W.cols) · Wᵀ + b, written at Y with leading dim LDY.
+// y (rows, W.rows) := x (rows, W.cols) · Wᵀ + b, written at Y with leading dim LDY; the rows are
+// split over THREADS.
 template <class T>
 void project(const T* x, std::size_t rows, const Array<T>& w, const std::optional<Array<T>>& b, T* y,
-             std::size_t ldy) {
+             std::size_t ldy, std::size_t threads) {
     const std::size_t out = w.shape()[0], in = w.shape()[1];
-    if (b)
-        for (std::size_t r = 0; r < rows; ++r) std::copy(b->begin(), b->end(), y + r * ldy);
-    gemm<T>(false, true, rows, out, in, T(1), x, in, w.data(), in, b ? T(1) : T(0), y, ldy);
+    constexpr std::size_t min_rows = 64;  // below this a chunk is not worth a thread
+    const std::size_t chunks = std::max<std::size_t>(1, std::min(threads, rows / min_rows));
+    const std::size_t per = (rows + chunks - 1) / chunks;
+    parallel_for(chunks, chunks, [&](std::size_t c, std::size_t) {
+        const std::size_t r0 = c * per, r1 = std::min(rows, r0 + per);
+        if (r0 >= r1) return;
+        if (b)
+            for (std::size_t r = r0; r < r1; ++r) std::copy(b->begin(), b->end(), y + r * ldy);
+        gemm<T>(false, true, r1 - r0, out, in, T(1), x + r0 * in, in, w.data(), in, b ? T(1) : T(0), y + r0 * ldy,
+                ldy);
+    });
 }
 
 nlohmann::json shape_json(const auto& a) { return array_shape(a); }
@@ -533,6 +554,8 @@ AttentionResult<T> sdpa(const Array<T>& q, const Array<T>& k, const Array<T>& v,
         plan.attn_is_bool = masks.attn_mask_is_bool;
     }
 
+    const SingleThreadedBlas blas;
+    const std::size_t threads = options.threads ? options.threads : available_cores();
     Reporter<T> rep{observer, true};
     rep.report("query", qs, qn, {{"file", qn}}, const_cast<Array<T>*>(&q));
     rep.report("key", ks, kn, {{"file", kn}}, const_cast<Array<T>*>(&k));
@@ -554,7 +577,7 @@ AttentionResult<T> sdpa(const Array<T>& q, const Array<T>& k, const Array<T>& v,
         hb.o_off.push_back(n * lq * ev);
     }
     auto buf = make_buffers(rep, options, plane_shape);
-    result.empty_rows = attend(hb, plan, scale, buf.kept(), options.threads);
+    result.empty_rows = attend(hb, plan, scale, buf.kept(), threads);
     result.row_stats = std::move(buf.stats);
     const std::string mask_desc = masks_description(masks.causal, masks.attn_mask ? masks.attn_mask_name : "", "", "");
     report_attention_stages(rep, buf, plane_shape, scale, mask_desc, result.empty_rows);
@@ -660,6 +683,8 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
         valid_desc = "valid lens " + masks.valid_lens_name;
     }
 
+    const SingleThreadedBlas blas;
+    const std::size_t threads = options.threads ? options.threads : available_cores();
     Reporter<T> rep{observer, batched};
     rep.report("query", qs, qn, {{"file", qn}}, const_cast<Array<T>*>(&query));
     rep.report("key", ks, kn, {{"file", kn}}, const_cast<Array<T>*>(&key));
@@ -669,7 +694,13 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
     // single GEMM against the stacked weights [W_q; W_k; W_v], as PyTorch's in_proj does.
     const std::size_t nq = h * p, nk = g * p, nv = g * pv;
     const bool self_attention = &query == &key && &key == &value;
-    std::vector<T> qkv_buf, q_buf, k_buf, v_buf;
+    // Uninitialized (the GEMMs write every element) and freed right after the attention stages.
+    struct Free {
+        void operator()(T* p) const noexcept { free_buffer(p); }
+    };
+    using Buffer = std::unique_ptr<T[], Free>;
+    auto buffer = [](std::size_t n) { return Buffer(BufferAllocator<T>().allocate(n)); };
+    Buffer qkv_buf, q_buf, k_buf, v_buf;
     const T *qp, *kp, *vp;
     std::size_t ldq, ldk, ldv;
     if (self_attention) {
@@ -686,18 +717,18 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
             if (params.b_k) std::copy(params.b_k->begin(), params.b_k->end(), bias->begin() + nq);
             if (params.b_v) std::copy(params.b_v->begin(), params.b_v->end(), bias->begin() + nq + nk);
         }
-        qkv_buf.resize(b * lq * total);
-        project(query.data(), b * lq, w, bias, qkv_buf.data(), total);
-        qp = qkv_buf.data(), kp = qp + nq, vp = qp + nq + nk;
+        qkv_buf = buffer(b * lq * total);
+        project(query.data(), b * lq, w, bias, qkv_buf.get(), total, threads);
+        qp = qkv_buf.get(), kp = qp + nq, vp = qp + nq + nk;
         ldq = ldk = ldv = total;
     } else {
-        q_buf.resize(b * lq * nq);
-        k_buf.resize(b * lk * nk);
-        v_buf.resize(b * lk * nv);
-        project(query.data(), b * lq, params.w_q, params.b_q, q_buf.data(), nq);
-        project(key.data(), b * lk, params.w_k, params.b_k, k_buf.data(), nk);
-        project(value.data(), b * lk, params.w_v, params.b_v, v_buf.data(), nv);
-        qp = q_buf.data(), kp = k_buf.data(), vp = v_buf.data();
+        q_buf = buffer(b * lq * nq);
+        k_buf = buffer(b * lk * nk);
+        v_buf = buffer(b * lk * nv);
+        project(query.data(), b * lq, params.w_q, params.b_q, q_buf.get(), nq, threads);
+        project(key.data(), b * lk, params.w_k, params.b_k, k_buf.get(), nk, threads);
+        project(value.data(), b * lk, params.w_v, params.b_v, v_buf.get(), nv, threads);
+        qp = q_buf.get(), kp = k_buf.get(), vp = v_buf.get();
         ldq = nq, ldk = nk, ldv = nv;
     }
     auto weight_attrs = [&](const char* which, const Array<T>& w, const std::optional<Array<T>>& bias) {
@@ -749,7 +780,8 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
             hb.o_off.push_back(bi * lq * h * pv + hi * pv);
         }
     auto buf = make_buffers(rep, options, plane_shape);
-    result.empty_rows = attend(hb, plan, scale, buf.kept(), options.threads);
+    result.empty_rows = attend(hb, plan, scale, buf.kept(), threads);
+    qkv_buf.reset(), q_buf.reset(), k_buf.reset(), v_buf.reset();  // peak memory: before W_o's output
     result.row_stats = std::move(buf.stats);
     if (result.row_stats && !batched) result.row_stats->shape = {h, lq};
     report_attention_stages(rep, buf, plane_shape, scale,
@@ -767,7 +799,7 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
         const std::size_t po = params.w_o->shape()[0];
         out_cols = po;
         result.output = Array<T>::from_shape({b, lq, po});
-        project(merged.data(), b * lq, *params.w_o, params.b_o, result.output.data(), po);
+        project(merged.data(), b * lq, *params.w_o, params.b_o, result.output.data(), po, threads);
         rep.report("output", {b, lq, po}, projection_note("merged", "o", *params.w_o, params.b_o),
                    weight_attrs("w_o", *params.w_o, params.b_o), &result.output);
     } else {

@@ -1,6 +1,12 @@
 #include "attntrace/gemm.hpp"
 
 #include <cblas.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <thread>
+
+#include <cstdlib>
 
 namespace attntrace {
 
@@ -42,5 +48,32 @@ void set_blas_threads(std::size_t threads) {
 }
 
 std::size_t blas_threads() { return static_cast<std::size_t>(openblas_get_num_threads()); }
+
+std::size_t available_cores() {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+    return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::string blas_core_name() {
+    const char* name = openblas_get_corename();
+    return name ? name : "";
+}
+
+std::optional<std::string> better_blas_core() {
+    if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return std::nullopt;  // the user's choice
+    const std::string core = blas_core_name();
+    const bool generic = core == "Prescott" || core == "Core2" || core == "Nehalem" || core == "Katmai" ||
+                         core == "Northwood" || core == "Banias" || core == "Unknown" || core.empty();
+    if (!generic) return std::nullopt;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
+    return std::nullopt;
+}
 
 }  // namespace attntrace

@@ -8,6 +8,7 @@
 //                                                      optional; keys in any order
 // Values are read as double (as Python's json module does) and converted to T.
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
@@ -15,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -357,7 +359,17 @@ void append_number(std::string& out, T value) {
         return;
     }
     char buffer[64];
-    const std::to_chars_result result = std::to_chars(buffer, buffer + sizeof buffer, value);
+    std::to_chars_result result = std::to_chars(buffer, buffer + sizeof buffer, value);
+    if constexpr (std::is_same_v<T, float>) {
+        // Readers (ours and numpy's) parse to double, then round to float. For a few floats the
+        // shortest decimal rounds wrongly that way (7.038531e-26 is 0x15ae43fd, but via double it
+        // becomes 0x15ae43fe): write the float's exact double value instead.
+        double parsed = 0.0;
+        std::from_chars(buffer, result.ptr, parsed);
+        if (std::bit_cast<std::uint32_t>(static_cast<float>(parsed)) != std::bit_cast<std::uint32_t>(value)) {
+            result = std::to_chars(buffer, buffer + sizeof buffer, static_cast<double>(value));
+        }
+    }
     const std::string_view text(buffer, static_cast<std::size_t>(result.ptr - buffer));
     // JSON readers turn the integer -0 into +0; -0.0 keeps the sign.
     out += text == "-0" ? std::string_view("-0.0") : text;

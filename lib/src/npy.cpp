@@ -402,8 +402,7 @@ LoadedTensor<T> parse_npy(std::string_view bytes, const std::string& name) {
 }
 
 template <class T>
-std::string npy_bytes(const Array<T>& array) {
-    const Shape shape(array.shape().begin(), array.shape().end());
+std::string npy_header(const Shape& shape) {
     // Byte for byte what numpy >= 1.24 writes: sorted keys, repr values, room to grow the first
     // axis in place, then spaces and '\n' up to a multiple of 64 bytes.
     std::string header = "{'descr': '<" + std::string(dtype_code(dtype_of<T>())) +
@@ -423,7 +422,12 @@ std::string npy_bytes(const Array<T>& array) {
     out += static_cast<char>(length_size == 2 ? 1 : 2);
     out += '\0';
     for (std::size_t i = 0; i < length_size; ++i) out += static_cast<char>((header.size() >> (8 * i)) & 0xff);
-    out += header;
+    return out + header;
+}
+
+template <class T>
+std::string npy_bytes(const Array<T>& array) {
+    std::string out = npy_header<T>(Shape(array.shape().begin(), array.shape().end()));
     const std::size_t data_begin = out.size();
     out.resize(data_begin + array.size() * sizeof(T));
     char* dst = out.data() + data_begin;
@@ -444,5 +448,7 @@ template LoadedTensor<float> parse_npy<float>(std::string_view, const std::strin
 template LoadedTensor<double> parse_npy<double>(std::string_view, const std::string&);
 template std::string npy_bytes<float>(const Array<float>&);
 template std::string npy_bytes<double>(const Array<double>&);
+template std::string npy_header<float>(const Shape&);
+template std::string npy_header<double>(const Shape&);
 
 }  // namespace attntrace

@@ -1,5 +1,7 @@
 // The ceiling for the benchmark: OpenBLAS's own sgemm GFLOP/s at a square size, with the thread
 // count given, measured in the same run as attntrace and PyTorch (median of several calls).
+// Prints "GFLOPS CORE BETTER": the kernels OpenBLAS chose, and the core type attntrace would ask
+// for instead ("-" when none), so the benchmark can measure the ceiling attntrace really runs at.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,5 +22,7 @@ int main(int argc, char** argv) {
         seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     std::sort(seconds.begin(), seconds.end());
-    std::printf("%.1f\n", 2.0 * n * n * n / seconds[seconds.size() / 2] / 1e9);
+    const auto better = attntrace::better_blas_core();
+    std::printf("%.1f %s %s\n", 2.0 * n * n * n / seconds[seconds.size() / 2] / 1e9,
+                attntrace::blas_core_name().c_str(), better ? better->c_str() : "-");
 }

@@ -41,7 +41,7 @@ struct AttentionOptions {
     bool need_weights = false;     // return the softmax weights
     bool average_heads = false;    // mha: average the weights over heads, as PyTorch's default
     bool row_stats = false;        // per query row: entropy and most-attended key (head statistics)
-    std::size_t threads = 0;       // 0: OpenBLAS's default
+    std::size_t threads = 0;       // 0: every core this process may use
     std::string query_name = "query", key_name = "key", value_name = "value";
 };
 

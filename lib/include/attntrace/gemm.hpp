@@ -2,6 +2,8 @@
 // The one module that calls BLAS. Every matrix is row-major; a head is a pointer offset with a
 // leading dimension (lda = the row length of the tensor it lives in), never a transposed copy.
 #include <cstddef>
+#include <optional>
+#include <string>
 
 namespace attntrace {
 
@@ -17,5 +19,17 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
 // run their own threads over heads, so the two never oversubscribe the cores.
 void set_blas_threads(std::size_t threads);
 std::size_t blas_threads();
+
+// The cores this process may run on (its CPU affinity): the default thread count.
+std::size_t available_cores();
+
+// The kernel family OpenBLAS chose at load time ("SkylakeX", "Haswell", "Prescott" ...).
+std::string blas_core_name();
+
+// OpenBLAS 0.3.21 does not know newer CPUs (Sapphire Rapids among them) and falls back to its
+// generic Prescott kernels, 5-7x slower. When that happened on a CPU with AVX-512 or AVX2, the
+// core type to ask for instead (OPENBLAS_CORETYPE is read only when the library loads, so the
+// app re-executes itself with it); nullopt when the choice is fine or the user set one.
+std::optional<std::string> better_blas_core();
 
 }  // namespace attntrace

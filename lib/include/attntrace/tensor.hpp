@@ -2,7 +2,8 @@
 // The tensor vocabulary shared by the readers, writers and the attention core.
 //
 // Array<T> is a row-major xt::xarray: every tensor attntrace computes with is C-contiguous, so a
-// head or a row is a pointer offset with a leading dimension (see gemm.hpp).
+// head or a row is a pointer offset with a leading dimension (see gemm.hpp). Its memory comes
+// from BufferAllocator (huge pages for large tensors, see buffer.hpp).
 // DType is the dtype a file stored, kept next to the converted array because some inputs mean
 // different things by dtype (a bool attention mask forbids, a float one is added to the scores).
 #include <cstddef>
@@ -14,12 +15,14 @@
 
 #include <xtensor/xarray.hpp>
 
+#include "attntrace/buffer.hpp"
+
 namespace attntrace {
 
 using Shape = std::vector<std::size_t>;
 
 template <class T>
-using Array = xt::xarray<T, xt::layout_type::row_major>;
+using Array = xt::xarray<T, xt::layout_type::row_major, BufferAllocator<T>>;
 
 // The numpy dtypes attntrace reads; the names are numpy's kind+size codes.
 enum class DType : std::uint8_t { f2, f4, f8, i1, i2, i4, i8, u1, u2, u4, u8, b1 };

@@ -8,6 +8,7 @@
 //
 // Writing is atomic: the bytes go to a temporary file in the target's directory, which is renamed
 // over the target only once everything is written. "-" writes to stdout.
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,6 +43,10 @@ std::optional<FileFormat> format_from_extension(const std::string& path);
 template <class T>
 std::string npy_bytes(const Array<T>& array);
 
+// The part of npy_bytes before the data, for writing the data straight from the array.
+template <class T>
+std::string npy_header(const Shape& shape);
+
 // {"shape": [...], "dtype": "float32", "data": <nested arrays>}, numbers printed so they read
 // back to the same float (shortest round-trip form).
 template <class T>
@@ -56,6 +61,9 @@ void save_tensor(const std::string& path, const Array<T>& array,
 // Writes BYTES to PATH atomically ("-" = stdout); the primitive under save_tensor, also used for
 // .safetensors and trace files.
 void write_file_atomically(const std::string& path, std::string_view bytes);
+// The same for bytes in several pieces, written one after the other (a header, then a tensor's
+// data straight from its buffer).
+void write_file_atomically(const std::string& path, std::initializer_list<std::string_view> pieces);
 
 // Throws OutputError when OUTPUT names the same file as one of INPUTS (a run must never write
 // over its own input). "-" is never an input file.
