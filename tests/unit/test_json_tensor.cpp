@@ -272,6 +272,9 @@ TEST_CASE("json_tensor_text writes shape, dtype and nested data in shortest roun
     CHECK(json_tensor_text(Array<double>(2.5)) == "{\"shape\": [], \"dtype\": \"float64\", \"data\": 2.5}\n");
     CHECK(json_tensor_text(Array<float>::from_shape({2, 0, 3})) ==
           "{\"shape\": [2, 0, 3], \"dtype\": \"float32\", \"data\": [[], []]}\n");
+    // 7.038531e-26 would read back (through double, as numpy reads it) as the next float up.
+    CHECK(json_tensor_text(Array<float>{std::bit_cast<float>(0x15ae43fdu)}) ==
+          "{\"shape\": [1], \"dtype\": \"float32\", \"data\": [7.038530691851209e-26]}\n");
     CHECK(json_tensor_text(Array<float>::from_shape({0})) ==
           "{\"shape\": [0], \"dtype\": \"float32\", \"data\": []}\n");
 }
@@ -296,7 +299,10 @@ TEST_CASE("json_tensor_text output is standard JSON that nlohmann's DOM parser r
 TEST_CASE("json_tensor_text -> parse_json_tensor is bitwise identity for float") {
     Array<float> special = {0.1f, 1e-38f, -0.0f, 0.0f, 3.4028235e38f, -3.4028235e38f, 1e-45f,
                             1.17549435e-38f, 16777216.0f, 16777218.0f, 123456789.0f, 1.0f / 3.0f,
-                            std::numeric_limits<float>::epsilon(), 1e10f, -7.0f};
+                            std::numeric_limits<float>::epsilon(), 1e10f, -7.0f,
+                            // the only finite floats whose shortest decimal reads back wrongly
+                            // through double (found by trying all 2^32)
+                            std::bit_cast<float>(0x15ae43fdu), std::bit_cast<float>(0x95ae43fdu)};
     CHECK(first_bit_difference(special, round_trip(special)) == -1);
 
     // 100,000 random finite bit patterns, every exponent equally likely.
