@@ -69,7 +69,12 @@ std::optional<FileFormat> stdout_format(const std::string& path) {
     return std::nullopt;
 }
 
-bool terminal_style(FILE* stream) { return isatty(fileno(stream)) && std::getenv("NO_COLOR") == nullptr; }
+// Colour and Unicode on a terminal only, and never when NO_COLOR is set to anything non-empty
+// (no-color.org).
+bool terminal_style(FILE* stream) {
+    const char* no_color = std::getenv("NO_COLOR");
+    return isatty(fileno(stream)) && (no_color == nullptr || *no_color == '\0');
+}
 
 }  // namespace
 
@@ -149,12 +154,12 @@ void AttentionRun<T>::finish(AttentionResult<T>& result, TraceContext context) c
     if (!flags_.output.empty()) save_tensor(flags_.output, result.output, stdout_format(flags_.output));
     if (!flags_.attn_weights.empty() && result.weights)
         save_tensor(flags_.attn_weights, *result.weights, stdout_format(flags_.attn_weights));
-    nlohmann::json dumped = nlohmann::json::object();
+    nlohmann::json dumped = nlohmann::json::array();  // in command-line order
     for (const auto& [stage, file] : dumps_) {
         const auto* rec = recorder.find(stage);
         if (!rec || !rec->values) throw UsageError("--dump: this run has no stage '" + stage + "'");
         save_tensor(file, *rec->values, stdout_format(file));
-        dumped[stage] = file;
+        dumped.push_back({{"stage", stage}, {"file", file}});
     }
     auto path_or_null = [](const std::string& p) { return p.empty() ? nlohmann::json() : nlohmann::json(p); };
     context.outputs = {{"output", path_or_null(flags_.output)},

@@ -74,7 +74,7 @@ void run_mha(const MhaFlags& f) {
     if (valid_list) {
         masks.valid_lens = attntrace::Array<T>::from_shape({valid_list->size()});
         std::copy(valid_list->begin(), valid_list->end(), masks.valid_lens->begin());
-        masks.valid_lens_name = "--valid-lens";
+        masks.valid_lens_name = f.valid_lens;  // "3,2"
     } else if (!f.valid_lens.empty()) {
         masks.valid_lens = attntrace::load_tensor<T>(f.valid_lens).array;
         masks.valid_lens_name = f.valid_lens;
@@ -106,7 +106,7 @@ void run_mha(const MhaFlags& f) {
     attntrace::TraceContext context;
     context.command = "mha";
     std::string& header = context.header;
-    header = "mha: " + std::to_string(f.heads) + " heads";
+    header = "mha: " + std::to_string(f.heads) + (f.heads == 1 ? " head" : " heads");
     if (dims.kv_heads != f.heads) header += " sharing " + std::to_string(dims.kv_heads) + " kv heads";
     header += ", head dim " + std::to_string(result.sizes.head_dim) + ", value head dim " +
               std::to_string(result.sizes.value_head_dim) + ", scale " + attntrace::format_number(static_cast<T>(result.scale)) +

@@ -31,8 +31,12 @@ void run_sdpa(const AttentionFlags& f) {
     context.header = "sdpa: scale " + attntrace::format_number(static_cast<T>(result.scale)) + ", " +
                      std::to_string(result.empty_rows) + " empty rows";
     context.options = {{"scale", result.scale},
-                       {"causal", f.causal},
-                       {"attn_mask", f.attn_mask.empty() ? nlohmann::json() : nlohmann::json(f.attn_mask)},
+                       {"masks",
+                        {{"causal", f.causal},
+                         {"attn_mask", f.attn_mask.empty() ? nlohmann::json() : nlohmann::json(f.attn_mask)},
+                         {"attn_mask_kind", f.attn_mask.empty() ? nlohmann::json()
+                                                                : nlohmann::json(masks.attn_mask_is_bool ? "bool" : "float")},
+                         {"empty_rows", result.empty_rows}}},
                        {"dtype", f.dtype},
                        {"threads", f.threads ? nlohmann::json(f.threads) : nlohmann::json()}};
     context.inputs = {input_json("query", q.source, shape_of(q.array)), input_json("key", k.source, shape_of(k.array)),

@@ -395,6 +395,30 @@ struct Reporter {
     }
 };
 
+// The three input stages. An input that is the same tensor as an earlier one says so
+// (attribute "same_as"), and the text trace does not print its values again.
+template <class T>
+void report_inputs(const Reporter<T>& rep, const Array<T>& q, const Array<T>& k, const Array<T>& v, const Shape& qs,
+                   const Shape& ks, const Shape& vs, const AttentionOptions& options) {
+    auto attrs = [](const std::string& file, const char* same) {
+        nlohmann::json a{{"file", file}};
+        if (same) a["same_as"] = same;
+        return a;
+    };
+    const char* k_same = &k == &q ? "query" : nullptr;
+    const char* v_same = &v == &q ? "query" : &v == &k ? "key" : nullptr;
+    rep.report("query", qs, options.query_name, attrs(options.query_name, nullptr), const_cast<Array<T>*>(&q));
+    rep.report("key", ks, options.key_name + (k_same ? " (same as query)" : ""), attrs(options.key_name, k_same),
+               const_cast<Array<T>*>(&k));
+    rep.report("value", vs, options.value_name + (v_same ? std::string(" (same as ") + v_same + ")" : ""),
+               attrs(options.value_name, v_same), const_cast<Array<T>*>(&v));
+}
+
+// "1 head", "2 heads"
+std::string count_of(std::size_t n, const char* noun) {
+    return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 // (B, L, D) copied out of a buffer of rows with leading dim LD, starting at column COL.
 template <class T>
 Array<T> gather_rows(const T* base, std::size_t b, std::size_t l, std::size_t d, std::size_t ld,
@@ -557,9 +581,7 @@ AttentionResult<T> sdpa(const Array<T>& q, const Array<T>& k, const Array<T>& v,
     const SingleThreadedBlas blas;
     const std::size_t threads = options.threads ? options.threads : available_cores();
     Reporter<T> rep{observer, true};
-    rep.report("query", qs, qn, {{"file", qn}}, const_cast<Array<T>*>(&q));
-    rep.report("key", ks, kn, {{"file", kn}}, const_cast<Array<T>*>(&k));
-    rep.report("value", vs, vn, {{"file", vn}}, const_cast<Array<T>*>(&v));
+    report_inputs(rep, q, k, v, qs, ks, vs, options);
 
     AttentionResult<T> result;
     const T scale = options.scale ? T(*options.scale) : default_scale<T>(e);
@@ -686,9 +708,7 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
     const SingleThreadedBlas blas;
     const std::size_t threads = options.threads ? options.threads : available_cores();
     Reporter<T> rep{observer, batched};
-    rep.report("query", qs, qn, {{"file", qn}}, const_cast<Array<T>*>(&query));
-    rep.report("key", ks, kn, {{"file", kn}}, const_cast<Array<T>*>(&key));
-    rep.report("value", vs, vn, {{"file", vn}}, const_cast<Array<T>*>(&value));
+    report_inputs(rep, query, key, value, qs, ks, vs, options);
 
     // project: q (B*Lq, H*P), k (B*Lk, G*P), v (B*Lk, G*Pv). Self-attention on one input runs a
     // single GEMM against the stacked weights [W_q; W_k; W_v], as PyTorch's in_proj does.
@@ -754,7 +774,7 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
                             std::size_t ld) {
         std::optional<Array<T>> vals;
         if (rep.wants(name)) vals = gather_heads(base, b, heads, l, d, ld, 0);
-        rep.report(name, {b, heads, l, d}, "split into " + std::to_string(heads) + " heads of " + std::to_string(d),
+        rep.report(name, {b, heads, l, d}, "split into " + count_of(heads, "head") + " of " + std::to_string(d),
                    {{"heads", heads}, {"head_dim", d}}, vals ? &*vals : nullptr);
     };
     report_heads("q_heads", qp, h, lq, p, ldq);

@@ -86,6 +86,15 @@ nlohmann::json nested(const T*& next, const Shape& shape, std::size_t depth) {
     return a;
 }
 
+// A weight in the head statistics: 2 decimals, or 2 significant digits below 0.01 (so a long
+// sequence's spread-out weights do not all read 0.00).
+std::string weight_text(double w) {
+    if (w >= 0.01 || w == 0) return fixed(w, 2);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1e", w);
+    return buf;
+}
+
 nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
 }  // namespace
@@ -105,18 +114,25 @@ std::string render_text_trace(const TraceContext& context, const std::vector<Sta
     for (const auto& s : stages) {
         out += bold + pad(s.name, name_w) + reset + "  " + pad(shape_string(s.shape), shape_w) + "  " + dim +
                (style.unicode ? prettify(s.note) : s.note) + reset + "\n";
-        if (style.values && s.values) out += torch_str(*s.values) + "\n";
+        if (style.values && s.values && !s.attributes.contains("same_as")) out += torch_str(*s.values) + "\n";
     }
     std::string written;
-    if (context.outputs.is_object())
-        for (const auto& [what, file] : context.outputs.items()) {
-            if (file.is_string()) written += " " + what + " " + file.template get<std::string>();
-            if (file.is_object())
-                for (const auto& [stage, path] : file.items()) written += " " + stage + " " + path.template get<std::string>();
-        }
-    if (!written.empty()) out += dim + "wrote" + written + reset + "\n";
+    auto wrote = [&](const std::string& what, const nlohmann::json& file) {
+        if (!file.is_string()) return;
+        const std::string path = file.template get<std::string>();
+        written += (written.empty() ? "" : ", ") + what + " " + (path == "-" ? "stdout" : path);
+    };
+    if (context.outputs.is_object()) {
+        wrote("output", context.outputs.value("output", nlohmann::json()));
+        wrote("attn_weights", context.outputs.value("attn_weights", nlohmann::json()));
+        for (const auto& d : context.outputs.value("dumps", nlohmann::json::array()))
+            wrote(d.value("stage", std::string()), d.value("file", nlohmann::json()));
+    }
+    if (!written.empty()) out += dim + "wrote " + written + reset + "\n";
     if (row_stats) {
-        out += bold + "head statistics" + reset + dim + " (mean entropy of the weight rows in nats; per query of batch 0: the key with the most weight, and that weight)" + reset + "\n";
+        const bool batched = row_stats->shape.size() > 2;
+        out += bold + "head statistics" + reset + dim + ": mean entropy of the weight rows (nats); per query" +
+               (batched ? " of batch 0" : "") + ", the key with the most weight" + reset + "\n";
         const std::string arrow = style.unicode ? "→" : "->";
         for (const auto& h : summarize_heads(*row_stats, style.top_queries)) {
             out += "head " + std::to_string(h.head) + "  entropy " + fixed(h.mean_entropy, 3);
@@ -124,7 +140,7 @@ std::string render_text_trace(const TraceContext& context, const std::vector<Sta
             out += " ";
             for (const auto& t : h.top) {
                 out += " q" + std::to_string(t.query) + arrow;
-                out += t.key < 0 ? std::string("none") : "k" + std::to_string(t.key) + " " + fixed(t.weight, 2);
+                out += t.key < 0 ? std::string("none") : "k" + std::to_string(t.key) + " " + weight_text(t.weight);
             }
             out += "\n";
         }
@@ -145,8 +161,9 @@ nlohmann::json trace_json(const TraceContext& context, const std::vector<StageRe
         st["stats"] = nullptr;
         if (s.values) {
             const TensorStats ts = tensor_stats(*s.values);
-            st["stats"] = {{"min", finite_or_null(ts.min)}, {"max", finite_or_null(ts.max)},
-                           {"mean", finite_or_null(ts.mean)}};
+            st["stats"] = {{"min", finite_or_null(ts.min)},   {"max", finite_or_null(ts.max)},
+                           {"mean", finite_or_null(ts.mean)}, {"nan", ts.nan_count},
+                           {"inf", ts.inf_count}};  // min/max/mean over the finite values
             if (with_values) {
                 const T* next = s.values->data();
                 st["data"] = nested(next, s.shape, 0);

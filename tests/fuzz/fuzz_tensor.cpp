@@ -1,5 +1,5 @@
 // libFuzzer target: any bytes through parse_tensor, the entry every tensor file goes through
-// (.npy or JSON, chosen by the first bytes).
+// (.npy or JSON, chosen by the first bytes), and through parse_safetensors (--params files).
 //
 // An attntrace::Error is the documented way to reject an input. Anything else is a bug and must
 // crash: another exception (it escapes and terminates), a sanitizer report, a single allocation
@@ -12,10 +12,15 @@
 #include <string_view>
 
 #include "attntrace/errors.hpp"
+#include "attntrace/safetensors.hpp"
 #include "attntrace/tensor_io.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+    try {
+        (void)attntrace::parse_safetensors<float>(bytes, "fuzz");
+    } catch (const attntrace::Error&) {
+    }
     std::optional<attntrace::LoadedTensor<float>> loaded;
     try {
         loaded = attntrace::parse_tensor<float>(bytes, "fuzz");

@@ -25,7 +25,7 @@ seeds=0
 while IFS= read -r -d '' file; do
     cp "$file" "$corpus/seed_$(echo "${file#"$src"/tests/fixtures/}" | tr '/' '_')"
     seeds=$((seeds + 1))
-done < <(find "$src/tests/fixtures" -type f \( -name '*.npy' -o -name '*.json' \) -size -64k -print0)
+done < <(find "$src/tests/fixtures" -type f \( -name '*.npy' -o -name '*.json' -o -name '*.safetensors' \) -size -64k -print0)
 echo "corpus: $seeds seed files from tests/fixtures, $(find "$corpus" -type f | wc -l) inputs in total"
 
 log=$build/fuzz.log

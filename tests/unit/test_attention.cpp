@@ -199,3 +199,43 @@ TEST_CASE("shape errors name both shapes") {
     CHECK_THROWS_WITH_AS(mha<float>(q, q, q, params, {2, 2, true}, masks, {}), doctest::Contains("m.npy"),
                          ShapeError);
 }
+
+#include <xtensor-blas/xlinalg.hpp>
+#include <xtensor/xmath.hpp>
+#include <xtensor/xview.hpp>
+
+TEST_CASE("the strided-view core equals a whole-tensor xtensor-blas implementation") {
+    // Reference: per batch and head, whole-matrix products with xt::linalg::dot on copies,
+    // written the way the notebooks write it (project, slice the head, softmax, weights @ V).
+    const std::size_t b = 2, l = 5, e = 6, h = 3, p = 2;
+    auto x = random_tensor<double>({b, l, e}, Distribution::normal, 21);
+    auto params = params_for<double>(h, h, e, p, 22);
+    AttentionOptions opt;
+    opt.need_weights = true;
+    auto r = mha<double>(x, x, x, params, {h, h, true}, {}, opt);
+    const double scale = 1.0 / std::sqrt(double(p));
+    for (std::size_t bi = 0; bi < b; ++bi) {
+        xt::xarray<double> xb = xt::view(x, bi, xt::all(), xt::all());
+        xt::xarray<double> q = xt::linalg::dot(xb, xt::transpose(params.w_q)) + *params.b_q;
+        xt::xarray<double> k = xt::linalg::dot(xb, xt::transpose(params.w_k)) + *params.b_k;
+        xt::xarray<double> v = xt::linalg::dot(xb, xt::transpose(params.w_v)) + *params.b_v;
+        xt::xarray<double> merged = xt::zeros<double>({l, h * p});
+        for (std::size_t hi = 0; hi < h; ++hi) {
+            xt::xarray<double> qh = xt::view(q, xt::all(), xt::range(hi * p, (hi + 1) * p));
+            xt::xarray<double> kh = xt::view(k, xt::all(), xt::range(hi * p, (hi + 1) * p));
+            xt::xarray<double> vh = xt::view(v, xt::all(), xt::range(hi * p, (hi + 1) * p));
+            xt::xarray<double> s = xt::linalg::dot(qh, xt::transpose(kh)) * scale;
+            xt::xarray<double> m = xt::amax(s, {1}, xt::keep_dims);
+            xt::xarray<double> w = xt::exp(s - m);
+            const xt::xarray<double> row_sums = xt::sum(w, {1}, xt::keep_dims);  // evaluated: w /= sum(w) would alias
+            w /= row_sums;
+            for (std::size_t i = 0; i < l; ++i)
+                for (std::size_t j = 0; j < l; ++j)
+                    CHECK((*r.weights)(bi, hi, i, j) == doctest::Approx(w(i, j)).epsilon(1e-12));
+            xt::view(merged, xt::all(), xt::range(hi * p, (hi + 1) * p)) = xt::linalg::dot(w, vh);
+        }
+        xt::xarray<double> out = xt::linalg::dot(merged, xt::transpose(*params.w_o)) + *params.b_o;
+        for (std::size_t i = 0; i < l; ++i)
+            for (std::size_t c = 0; c < e; ++c) CHECK(r.output(bi, i, c) == doctest::Approx(out(i, c)).epsilon(1e-12));
+    }
+}

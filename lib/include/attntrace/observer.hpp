@@ -29,7 +29,7 @@ struct StageView {
     std::string_view name;        // one of the names above
     Shape shape;
     std::string note;             // what produced it, for the text trace: "query @ W_q^T + b_q" (ASCII; a terminal renderer may prettify)
-    nlohmann::json attributes;    // structured facts: {"weight": "W_q.weight", "weight_shape": [6, 6]}
+    nlohmann::json attributes;    // structured facts: {"weight": "w_q", "weight_shape": [6, 6], "bias": true}
     const Array<T>* values = nullptr;  // set only when the observer wants_values(name)
 };
 

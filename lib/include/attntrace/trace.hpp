@@ -70,7 +70,7 @@ struct TraceContext {
     std::string command;       // "mha" or "sdpa"
     nlohmann::json options;    // resolved: heads, head dims, scale, masks, params, ...
     nlohmann::json inputs;     // [{"name", "file", "dtype", "shape"}]
-    nlohmann::json outputs;    // {"output": FILE or null, "attn_weights": ..., "dumps": {...}}
+    nlohmann::json outputs;    // {"output": FILE or null, "attn_weights": ..., "dumps": [{"stage", "file"}]}
 };
 
 struct TextStyle {
@@ -85,7 +85,8 @@ std::string render_text_trace(const TraceContext& context, const std::vector<Sta
                               const std::optional<RowStats>& row_stats, const TextStyle& style);
 
 // The JSON trace: {"command", "options", "inputs", "stages": [{"name", "shape", "note",
-// "attributes", "stats": {"min", "max", "mean"} or null, "data" (with_values)}], "head_stats":
+// "attributes", "stats": {"min", "max", "mean" (over the finite values), "nan", "inf"} or null,
+// "data" (with_values)}], "head_stats":
 // [{"head", "mean_entropy", "empty_rows", "top": [{"query", "key", "weight", "entropy"}]}],
 // "empty_rows", "outputs"}. Stage stats need the stage's values, which the JSON trace keeps.
 template <class T>
