@@ -19,29 +19,31 @@ void scale_only(std::size_t m, std::size_t n, T beta, T* c, std::size_t ldc) {
     for (std::size_t i = 0; i < m; ++i)
         for (std::size_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
 }
+
+// The one BLAS routine per precision: cblas_sgemm for float, cblas_dgemm for double.
+void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, float alpha,
+               const float* a, blasint lda, const float* b, blasint ldb, float beta, float* c, blasint ldc) {
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, double alpha,
+               const double* a, blasint lda, const double* b, blasint ldb, double beta, double* c, blasint ldc) {
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 }  // namespace
 
-template <>
-void gemm<float>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
-                 float alpha, const float* a, std::size_t lda, const float* b, std::size_t ldb,
-                 float beta, float* c, std::size_t ldc) {
+template <class T>
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha,
+          const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
     if (m == 0 || n == 0) return;
     if (k == 0) return scale_only(m, n, beta, c, ldc);
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                to_blas(m), to_blas(n), to_blas(k), alpha, a, to_blas(lda), b, to_blas(ldb), beta, c,
-                to_blas(ldc));
+    blas_gemm(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, to_blas(m), to_blas(n),
+              to_blas(k), alpha, a, to_blas(lda), b, to_blas(ldb), beta, c, to_blas(ldc));
 }
 
-template <>
-void gemm<double>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
-                  double alpha, const double* a, std::size_t lda, const double* b, std::size_t ldb,
-                  double beta, double* c, std::size_t ldc) {
-    if (m == 0 || n == 0) return;
-    if (k == 0) return scale_only(m, n, beta, c, ldc);
-    cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                to_blas(m), to_blas(n), to_blas(k), alpha, a, to_blas(lda), b, to_blas(ldb), beta, c,
-                to_blas(ldc));
-}
+template void gemm<float>(bool, bool, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t,
+                          const float*, std::size_t, float, float*, std::size_t);
+template void gemm<double>(bool, bool, std::size_t, std::size_t, std::size_t, double, const double*, std::size_t,
+                           const double*, std::size_t, double, double*, std::size_t);
 
 void set_blas_threads(std::size_t threads) {
     if (threads > 0) openblas_set_num_threads(static_cast<int>(threads));

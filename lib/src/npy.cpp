@@ -13,10 +13,8 @@
 // other than the one requested. A file must never make attntrace read past its end or allocate
 // more than it holds, so every check below happens before the one allocation.
 #include <bit>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -25,6 +23,7 @@
 #include "attntrace/errors.hpp"
 #include "attntrace/tensor.hpp"
 #include "attntrace/tensor_io.hpp"
+#include "half.hpp"
 
 namespace attntrace {
 
@@ -235,23 +234,6 @@ struct Half {  // an IEEE 754 binary16, as numpy's float16
     std::uint16_t bits;
 };
 
-// Exact: every half is a double (subnormals, infinities and NaN included).
-double half_to_double(std::uint16_t bits) {
-    const bool negative = (bits & 0x8000u) != 0;
-    const int exponent = (bits >> 10) & 0x1f;
-    const int mantissa = bits & 0x3ff;
-    double magnitude;
-    if (exponent == 0) {
-        magnitude = std::ldexp(mantissa, -24);  // zero or subnormal
-    } else if (exponent == 0x1f) {
-        magnitude = mantissa == 0 ? std::numeric_limits<double>::infinity()
-                                  : std::numeric_limits<double>::quiet_NaN();
-    } else {
-        magnitude = std::ldexp(mantissa + 1024, exponent - 25);
-    }
-    return negative ? -magnitude : magnitude;
-}
-
 template <class U>
 U byteswap(U value) {
     if constexpr (sizeof(U) == 1) return value;
@@ -277,7 +259,7 @@ T decode(const char* p) {
         std::memcpy(&bits, p, sizeof bits);
         if constexpr (Swap) bits = byteswap(bits);
         if constexpr (std::is_same_v<Stored, Half>) {
-            return static_cast<T>(half_to_double(bits));
+            return static_cast<T>(half_to_float(bits));
         } else {
             return static_cast<T>(std::bit_cast<Stored>(bits));
         }

@@ -23,6 +23,7 @@
 
 #include "attntrace/errors.hpp"
 #include "attntrace/file_bytes.hpp"
+#include "half.hpp"
 
 namespace attntrace {
 
@@ -258,18 +259,6 @@ void store_le(std::string& out, U bits) {
     for (std::size_t i = 0; i < sizeof(U); ++i) out.push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
 }
 
-// IEEE half to float: exact (every half is a float).
-float half_to_float(std::uint16_t h) {
-    const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000) << 16;
-    const std::uint32_t exponent = (h >> 10) & 0x1f;
-    std::uint32_t mantissa = h & 0x3ff;
-    if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));  // inf, NaN
-    if (exponent != 0) return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
-    // zero or subnormal: mantissa * 2^-24, exact in float
-    const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;
-    return sign ? -magnitude : magnitude;
-}
-
 template <class T, class Stored>
 void fill(const char* src, T* dst, std::size_t count) {
     using U = std::conditional_t<sizeof(Stored) == 1, std::uint8_t,
@@ -286,10 +275,8 @@ void convert(const Entry& e, const char* src, T* dst, std::size_t count) {
     case StKind::f16:
         for (std::size_t i = 0; i < count; ++i) dst[i] = static_cast<T>(half_to_float(load_le<std::uint16_t>(src + 2 * i)));
         return;
-    case StKind::bf16:  // the top 16 bits of a float
-        for (std::size_t i = 0; i < count; ++i) {
-            dst[i] = static_cast<T>(std::bit_cast<float>(static_cast<std::uint32_t>(load_le<std::uint16_t>(src + 2 * i)) << 16));
-        }
+    case StKind::bf16:
+        for (std::size_t i = 0; i < count; ++i) dst[i] = static_cast<T>(bfloat16_to_float(load_le<std::uint16_t>(src + 2 * i)));
         return;
     case StKind::f32: return fill<T, float>(src, dst, count);
     case StKind::f64: return fill<T, double>(src, dst, count);

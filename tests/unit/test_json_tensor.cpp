@@ -8,10 +8,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,20 +17,14 @@
 
 #include "attntrace/errors.hpp"
 #include "attntrace/tensor_io.hpp"
+#include "test_helpers.hpp"
 
 using namespace attntrace;
+using namespace attntrace::testing;
 
 namespace {
 
 const std::string json_dir = ATTNTRACE_FIXTURES "/json/";
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    REQUIRE_MESSAGE(in, "cannot open " << path);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
 
 template <class T>
 std::string bits_hex(T value) {
@@ -43,17 +35,15 @@ std::string bits_hex(T value) {
     return buffer;
 }
 
-Shape shape_of(const auto& array) { return Shape(array.shape().begin(), array.shape().end()); }
-
 // Every fixture read as T matches numpy's array (values as hex bits), shape and declared dtype.
 template <class T>
 void check_fixtures_against_numpy(const char* bits_key) {
-    const nlohmann::json manifest = nlohmann::json::parse(read_text(json_dir + "expected.json"));
+    const nlohmann::json manifest = nlohmann::json::parse(read_file(json_dir + "expected.json"));
     REQUIRE(manifest.size() == 14);
     for (const nlohmann::json& entry : manifest) {
         const std::string file = entry["file"];
         CAPTURE(file);
-        const LoadedTensor<T> tensor = parse_json_tensor<T>(read_text(json_dir + file), file);
+        const LoadedTensor<T> tensor = parse_json_tensor<T>(read_file(json_dir + file), file);
         CHECK(shape_string(shape_of(tensor.array)) == shape_string(entry["shape"].get<Shape>()));
         CHECK(dtype_name(tensor.source.dtype) == entry["dtype"].get<std::string>());
         CHECK(tensor.source.format == FileFormat::json);
@@ -121,11 +111,8 @@ TEST_CASE("every JSON fixture reads as float32 exactly as numpy's astype(float32
 }
 
 TEST_CASE("the accepted JSON forms give the shapes numpy gives them") {
-    struct Case {
-        const char* text;
-        const char* shape;
-    };
-    const Case cases[] = {
+    const auto parse = [](const char* text) { return parse_json_tensor<double>(text, "x.json").array; };
+    check_shapes(parse, {
         {"[[1, 2], [3, 4]]", "(2, 2)"},
         {"3.5", "()"},
         {"[]", "(0,)"},
@@ -139,11 +126,7 @@ TEST_CASE("the accepted JSON forms give the shapes numpy gives them") {
         {"{\"shape\": [0, 3], \"data\": []}", "(0, 3)"},
         {"{\"shape\": [2, 0, 4], \"data\": [[], []]}", "(2, 0, 4)"},
         {"{\"shape\": [2, 0], \"data\": []}", "(2, 0)"},
-    };
-    for (const Case& c : cases) {
-        CAPTURE(c.text);
-        CHECK(shape_string(shape_of(parse_json_tensor<double>(c.text, "x.json").array)) == c.shape);
-    }
+    });
 }
 
 TEST_CASE("values are stored row-major and the declared dtype is kept") {

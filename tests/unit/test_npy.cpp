@@ -6,8 +6,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -18,26 +16,22 @@
 #include "attntrace/errors.hpp"
 #include "attntrace/tensor.hpp"
 #include "attntrace/tensor_io.hpp"
+#include "test_helpers.hpp"
 
 namespace fs = std::filesystem;
 using attntrace::Array;
 using attntrace::DType;
 using attntrace::InputError;
 using attntrace::Shape;
+using namespace attntrace::testing;
 using nlohmann::json;
 
 namespace {
 
 const fs::path npy_dir = fs::path(ATTNTRACE_FIXTURES) / "npy";
 
-std::string read_bytes(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    REQUIRE_MESSAGE(in, "cannot open " << path);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 const json& manifest() {
-    static const json parsed = json::parse(read_bytes(npy_dir / "manifest.json"));
+    static const json parsed = json::parse(read_file(npy_dir / "manifest.json"));
     return parsed;
 }
 
@@ -80,7 +74,7 @@ template <class T>
 void check_good_fixture(const json& entry) {
     const std::string file = entry["file"];
     INFO(file << " as " << (sizeof(T) == 4 ? "float" : "double"));
-    const attntrace::LoadedTensor<T> loaded = attntrace::parse_npy<T>(read_bytes(npy_dir / file), file);
+    const attntrace::LoadedTensor<T> loaded = attntrace::parse_npy<T>(read_file(npy_dir / file), file);
     CHECK(Shape(loaded.array.shape().begin(), loaded.array.shape().end()) == manifest_shape(entry));
     CHECK(loaded.source.dtype == attntrace::dtype_from_name(entry["dtype"].get<std::string>()));
     CHECK(loaded.source.fortran_order == entry["fortran_order"].get<bool>());
@@ -94,7 +88,7 @@ template <class T>
 void check_rewrite(const json& entry) {
     const std::string file = entry["file"];
     INFO(file << " as " << (sizeof(T) == 4 ? "float" : "double"));
-    const Array<T> original = attntrace::parse_npy<T>(read_bytes(npy_dir / file), file).array;
+    const Array<T> original = attntrace::parse_npy<T>(read_file(npy_dir / file), file).array;
     const std::string bytes = attntrace::npy_bytes(original);
     const attntrace::LoadedTensor<T> again = attntrace::parse_npy<T>(bytes, "rewritten");
     CHECK(again.array.shape() == original.shape());
@@ -108,20 +102,6 @@ void check_rewrite(const json& entry) {
     CHECK(bytes.size() % 64 == (original.size() * sizeof(T)) % 64);  // data starts 64-aligned
     CHECK(attntrace::npy_bytes(again.array) == bytes);
 }
-
-// A temporary directory, removed with everything in it.
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string pattern = (fs::temp_directory_path() / "attntrace_npy_XXXXXX").string();
-        REQUIRE(mkdtemp(pattern.data()) != nullptr);
-        path = pattern;
-    }
-    ~TempDir() {
-        std::error_code ignored;
-        fs::remove_all(path, ignored);
-    }
-};
 
 }  // namespace
 
@@ -157,7 +137,7 @@ TEST_CASE("npy_bytes writes exactly the bytes np.save writes") {
         if (!entry["numpy_save"].get<bool>()) continue;
         const std::string file = entry["file"];
         INFO(file);
-        const std::string bytes = read_bytes(npy_dir / file);
+        const std::string bytes = read_file(npy_dir / file);
         if (entry["dtype"] == "f4") {
             CHECK(attntrace::npy_bytes(attntrace::parse_npy<float>(bytes, file).array) == bytes);
         } else {
@@ -177,28 +157,25 @@ TEST_CASE("npy_bytes output parses back to the same array and the same bytes") {
 }
 
 TEST_CASE("numpy.load reads npy_bytes output as the original file's values") {
-    const fs::path python = "/usr/bin/python3";
     if (!fs::exists(python)) {
         MESSAGE("skipped: no /usr/bin/python3");
         return;
     }
     TempDir dir;
-    std::ofstream list(dir.path / "list.tsv");
+    std::string list;  // original, written, dtype: one tab-separated line per file written
     std::size_t count = 0;
     for (const json& entry : manifest()["good"]) {
         const std::string file = entry["file"];
-        const std::string bytes = read_bytes(npy_dir / file);
+        const std::string bytes = read_file(npy_dir / file);
         const std::string stem = "out" + std::to_string(count / 2);
-        std::ofstream(dir.path / (stem + ".f4.npy"), std::ios::binary)
-            << attntrace::npy_bytes(attntrace::parse_npy<float>(bytes, file).array);
-        std::ofstream(dir.path / (stem + ".f8.npy"), std::ios::binary)
-            << attntrace::npy_bytes(attntrace::parse_npy<double>(bytes, file).array);
-        list << (npy_dir / file).string() << '\t' << (dir.path / (stem + ".f4.npy")).string() << "\tfloat32\n";
-        list << (npy_dir / file).string() << '\t' << (dir.path / (stem + ".f8.npy")).string() << "\tfloat64\n";
+        write_file(dir / (stem + ".f4.npy"), attntrace::npy_bytes(attntrace::parse_npy<float>(bytes, file).array));
+        write_file(dir / (stem + ".f8.npy"), attntrace::npy_bytes(attntrace::parse_npy<double>(bytes, file).array));
+        list += (npy_dir / file).string() + '\t' + (dir / (stem + ".f4.npy")) + "\tfloat32\n";
+        list += (npy_dir / file).string() + '\t' + (dir / (stem + ".f8.npy")) + "\tfloat64\n";
         count += 2;
     }
-    list.close();
-    std::ofstream(dir.path / "check.py") << R"(import sys, warnings
+    write_file(dir / "list.tsv", list);
+    write_file(dir / "check.py", R"(import sys, warnings
 import numpy as np
 warnings.simplefilter("ignore")  # float64 -> float32 overflow to inf is expected
 checked = failed = 0
@@ -213,9 +190,9 @@ for line in open(sys.argv[1]):
         failed += 1
         print("numpy reads", written, "differently from", original, file=sys.stderr)
 sys.exit(1 if failed or checked != int(sys.argv[2]) else 0)
-)";
-    const std::string command = python.string() + " " + (dir.path / "check.py").string() + " " +
-                                (dir.path / "list.tsv").string() + " " + std::to_string(count);
+)");
+    const std::string command =
+        python_command({dir / "check.py", dir / "list.tsv", std::to_string(count)});
     INFO(command);
     CHECK(std::system(command.c_str()) == 0);
 }
@@ -227,7 +204,7 @@ TEST_CASE("every bad fixture throws an InputError naming the file and the proble
         const std::string file = entry["file"];
         const std::string error = entry["error"];
         INFO(file);
-        const std::string bytes = read_bytes(npy_dir / file);
+        const std::string bytes = read_file(npy_dir / file);
         CHECK_THROWS_WITH_AS(attntrace::parse_npy<float>(bytes, file), doctest::Contains(error.c_str()), InputError);
         CHECK_THROWS_WITH_AS(attntrace::parse_npy<double>(bytes, file), doctest::Contains(error.c_str()), InputError);
         try {
@@ -242,7 +219,7 @@ TEST_CASE("every bad fixture throws an InputError naming the file and the proble
 
 TEST_CASE("a tiny file claiming a huge shape is rejected quickly, before allocating") {
     // 70 bytes whose header claims (100000, 100000) float32: 40 GB, 320 GB as double.
-    const std::string bytes = read_bytes(npy_dir / "bad/huge_claim.npy");
+    const std::string bytes = read_file(npy_dir / "bad/huge_claim.npy");
     REQUIRE(bytes.size() < 100);
     const auto start = std::chrono::steady_clock::now();
     CHECK_THROWS_AS(attntrace::parse_npy<double>(bytes, "huge.npy"), InputError);
@@ -252,7 +229,7 @@ TEST_CASE("a tiny file claiming a huge shape is rejected quickly, before allocat
 TEST_CASE("every proper prefix of a valid file is an InputError") {
     for (const char* file : {"good/f2_be_f.npy", "good/v3_f4_c.npy", "good/keys_spaced.npy"}) {
         INFO(file);
-        const std::string bytes = read_bytes(npy_dir / file);
+        const std::string bytes = read_file(npy_dir / file);
         for (std::size_t length = 0; length < bytes.size(); ++length) {
             CHECK_THROWS_AS(attntrace::parse_npy<float>(std::string_view(bytes).substr(0, length), file), InputError);
         }

@@ -5,18 +5,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "attntrace/errors.hpp"
-#include "attntrace/file_bytes.hpp"
 #include "attntrace/params.hpp"
 #include "attntrace/random.hpp"
 #include "attntrace/safetensors.hpp"
 #include "attntrace/tensor_io.hpp"
+#include "test_helpers.hpp"
 
 namespace fs = std::filesystem;
 using attntrace::Array;
@@ -27,6 +26,7 @@ using attntrace::MhaParams;
 using attntrace::Shape;
 using attntrace::ShapeError;
 using attntrace::UsageError;
+using namespace attntrace::testing;
 using nlohmann::json;
 
 namespace {
@@ -35,8 +35,7 @@ const fs::path params_dir = fs::path(ATTNTRACE_FIXTURES) / "params";
 const std::string fixture_script = std::string(ATTNTRACE_FIXTURES) + "/make_params_fixtures.py";
 
 const json& manifest() {
-    static const json parsed =
-        json::parse(std::string(attntrace::FileBytes::open((params_dir / "manifest.json").string()).bytes()));
+    static const json parsed = json::parse(read_file(params_dir / "manifest.json"));
     return parsed;
 }
 
@@ -56,20 +55,6 @@ MhaDims dims_of(const json& c) {
 std::string good(const std::string& case_name, const std::string& format) {
     const fs::path base = params_dir / "good" / case_name;
     return format == "npy" ? base.string() : base.string() + "." + format;
-}
-
-template <class T>
-Shape shape_of(const Array<T>& a) {
-    return Shape(a.shape().begin(), a.shape().end());
-}
-
-template <class T>
-void check_equal(const Array<T>& actual, const Array<T>& expected, const std::string& what) {
-    INFO(what << ": " << attntrace::shape_string(actual.shape()) << " vs " << attntrace::shape_string(expected.shape()));
-    REQUIRE(shape_of(actual) == shape_of(expected));
-    std::size_t differ = 0;
-    for (std::size_t i = 0; i < expected.size(); ++i) differ += actual.data()[i] != expected.data()[i];
-    CHECK(differ == 0);
 }
 
 // The eight fields by name, for comparing with expected/CASE/NAME.npy.
@@ -96,38 +81,14 @@ void check_against_torch(const MhaParams<T>& p, const json& c) {
     }
 }
 
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const std::exception& e) {
-        return e.what();
-    }
-    return "";
+// Writes TENSORS as DIR/NAME.safetensors and returns its path.
+template <class T = float>
+std::string write_safetensors(const TempDir& dir, const std::string& name,
+                              const std::map<std::string, Array<T>>& tensors) {
+    const std::string file = dir / (name + ".safetensors");
+    write_file(file, attntrace::safetensors_bytes(tensors));
+    return file;
 }
-
-bool torch_available() {
-    return std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1") == 0;
-}
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string pattern = (fs::temp_directory_path() / "attntrace_params_XXXXXX").string();
-        REQUIRE(mkdtemp(pattern.data()) != nullptr);
-        path = pattern;
-    }
-    ~TempDir() {
-        std::error_code ignored;
-        fs::remove_all(path, ignored);
-    }
-    // Writes TENSORS as NAME.safetensors and returns its path.
-    std::string safetensors(const std::string& name, const std::map<std::string, Array<float>>& tensors) const {
-        const std::string file = (path / (name + ".safetensors")).string();
-        attntrace::write_file_atomically(file, attntrace::safetensors_bytes(tensors));
-        return file;
-    }
-};
 
 Array<float> filled(const Shape& shape, float start = 0.5f) {
     Array<float> a = Array<float>::from_shape(shape);
@@ -240,7 +201,7 @@ TEST_CASE("a checkpoint's layer needs --prefix, and the error says which") {
 
 TEST_CASE("a file with no scheme's names lists what it expected and what it found") {
     TempDir tmp;
-    const std::string path = tmp.safetensors("x", {{"query.weight", filled({2, 2})}, {"key.weight", filled({2, 2})}});
+    const std::string path = write_safetensors(tmp, "x", {{"query.weight", filled({2, 2})}, {"key.weight", filled({2, 2})}});
     CHECK_THROWS_WITH_AS(attntrace::load_mha_params<float>(path, "", d2l_dims),
                          (path + ": no attention parameters found: expected in_proj_weight, q_proj_weight, "
                                  "W_q.weight or toqueries.weight (names present: key.weight, query.weight)")
@@ -249,29 +210,29 @@ TEST_CASE("a file with no scheme's names lists what it expected and what it foun
     // more than 8 names are cut short
     std::map<std::string, Array<float>> many;
     for (char c = 'a'; c <= 'l'; ++c) many[std::string(1, c)] = filled({1});
-    const std::string message = error_of([&] { attntrace::load_mha_params<float>(tmp.safetensors("many", many), "", d2l_dims); });
+    const std::string message = error_of([&] { attntrace::load_mha_params<float>(write_safetensors(tmp, "many", many), "", d2l_dims); });
     CHECK(message.find("(names present: a, b, c, d, e, f, g, h and 4 more)") != std::string::npos);
 }
 
 TEST_CASE("a required name missing from the chosen scheme is an InputError naming it") {
     TempDir tmp;
-    const std::string d2l = tmp.safetensors("d2l", {{"W_q.weight", filled({6, 5})}, {"W_v.weight", filled({2, 7})},
+    const std::string d2l = write_safetensors(tmp, "d2l", {{"W_q.weight", filled({6, 5})}, {"W_v.weight", filled({2, 7})},
                                                     {"W_o.weight", filled({6, 4})}});
     CHECK_THROWS_WITH_AS(attntrace::load_mha_params<float>(d2l, "", d2l_dims),
                          (d2l + ": missing 'W_k.weight': the d2l names ('W_q.weight' is present) need W_q.weight, "
                                 "W_k.weight and W_v.weight")
                              .c_str(),
                          InputError);
-    const std::string torch = tmp.safetensors("torch", {{"m.q_proj_weight", filled({6, 5})}, {"m.k_proj_weight", filled({3, 4})}});
+    const std::string torch = write_safetensors(tmp, "torch", {{"m.q_proj_weight", filled({6, 5})}, {"m.k_proj_weight", filled({3, 4})}});
     CHECK_THROWS_WITH_AS(attntrace::load_mha_params<float>(torch, "m.", d2l_dims),
                          (torch + ": missing 'm.v_proj_weight': the torch names ('m.q_proj_weight' is present) need "
                                   "q_proj_weight, k_proj_weight and v_proj_weight")
                              .c_str(),
                          InputError);
-    const std::string bloem = tmp.safetensors("bloem", {{"toqueries.weight", filled({6, 5})}, {"tovalues.weight", filled({2, 7})}});
+    const std::string bloem = write_safetensors(tmp, "bloem", {{"toqueries.weight", filled({6, 5})}, {"tovalues.weight", filled({2, 7})}});
     CHECK(error_of([&] { attntrace::load_mha_params<float>(bloem, "", d2l_dims); }).find("missing 'tokeys.weight'") !=
           std::string::npos);
-    const std::string bias_kv = tmp.safetensors("bias_kv", {{"in_proj_weight", filled({18, 6})}, {"bias_k", filled({1, 1, 6})}});
+    const std::string bias_kv = write_safetensors(tmp, "bias_kv", {{"in_proj_weight", filled({18, 6})}, {"bias_k", filled({1, 1, 6})}});
     CHECK_THROWS_WITH_AS(attntrace::load_mha_params<float>(bias_kv, "", MhaDims{2, 2, 6, 6, 6, false}),
                          (bias_kv + ": bias_k: add_bias_kv=True (a learned extra key and value) is not supported").c_str(),
                          InputError);
@@ -380,13 +341,13 @@ TEST_CASE("a parameter of the wrong shape is a ShapeError naming both shapes and
     }
     // torch's in_proj_bias must match the rows of the three weights
     TempDir tmp;
-    const std::string bias = tmp.safetensors("bias", {{"in_proj_weight", filled({18, 6})}, {"in_proj_bias", filled({17})}});
+    const std::string bias = write_safetensors(tmp, "bias", {{"in_proj_weight", filled({18, 6})}, {"in_proj_bias", filled({17})}});
     CHECK_THROWS_WITH_AS(attntrace::load_mha_params<float>(bias, "", MhaDims{2, 2, 6, 6, 6, false}),
                          (bias + ": in_proj_bias: shape (17,) but expected (18,) = (H*P + G*P + G*Pv,), the rows of "
                                  "the q, k and v weights (6 + 6 + 6)")
                              .c_str(),
                          ShapeError);
-    const std::string fused = tmp.safetensors("fused", {{"in_proj_weight", filled({17, 6})}});
+    const std::string fused = write_safetensors(tmp, "fused", {{"in_proj_weight", filled({17, 6})}});
     CHECK_THROWS_WITH_AS(attntrace::load_mha_params<float>(fused, "", MhaDims{2, 2, 6, 6, 6, false}),
                          (fused + ": in_proj_weight: shape (17, 6) but expected (3E, E): 17 rows do not split into q, "
                                   "k and v blocks")
@@ -408,38 +369,38 @@ TEST_CASE("head counts that make no sense are usage errors") {
 
 TEST_CASE("sources that are not parameter files are InputErrors naming them") {
     TempDir tmp;
-    const std::string json_path = (tmp.path / "p.json").string();
-    attntrace::write_file_atomically(json_path, R"({"W_q.weight": [[1, 2], [3]]})");
+    const std::string json_path = tmp / "p.json";
+    write_file(json_path, R"({"W_q.weight": [[1, 2], [3]]})");
     const std::string ragged = error_of([&] { attntrace::load_mha_params<float>(json_path, "", d2l_dims); });
     CHECK(ragged.rfind(json_path + ": tensor 'W_q.weight': ", 0) == 0);
     CHECK(ragged.find("ragged") != std::string::npos);
-    attntrace::write_file_atomically(json_path, R"({"a": [1], "a": [2]})");
+    write_file(json_path, R"({"a": [1], "a": [2]})");
     CHECK_THROWS_WITH_AS(attntrace::load_mha_params<float>(json_path, "", d2l_dims),
                          (json_path + ": tensor 'a' appears twice").c_str(), InputError);
-    attntrace::write_file_atomically(json_path, "[[1, 2]]");
+    write_file(json_path, "[[1, 2]]");
     CHECK_THROWS_WITH_AS(attntrace::load_mha_params<float>(json_path, "", d2l_dims),
                          (json_path + ": expected a JSON object of name -> nested arrays").c_str(), InputError);
-    attntrace::write_file_atomically(json_path, "{\"a\": " + std::string(100, '[') + std::string(100, ']') + "}");
+    write_file(json_path, "{\"a\": " + std::string(100, '[') + std::string(100, ']') + "}");
     CHECK(error_of([&] { attntrace::load_mha_params<float>(json_path, "", d2l_dims); }).find("nested deeper") != std::string::npos);
 
     fs::create_directories(tmp.path / "empty_dir");
-    CHECK_THROWS_WITH_AS(attntrace::load_mha_params<float>((tmp.path / "empty_dir").string(), "", d2l_dims),
-                         ((tmp.path / "empty_dir").string() + ": no NAME.npy files in the directory").c_str(), InputError);
-    const std::string other = (tmp.path / "p.bin").string();
-    attntrace::write_file_atomically(other, "hello");
+    CHECK_THROWS_WITH_AS(attntrace::load_mha_params<float>(tmp / "empty_dir", "", d2l_dims),
+                         (tmp / "empty_dir" + ": no NAME.npy files in the directory").c_str(), InputError);
+    const std::string other = tmp / "p.bin";
+    write_file(other, "hello");
     CHECK_THROWS_WITH_AS(attntrace::load_mha_params<float>(other, "", d2l_dims),
                          (other + ": not a .safetensors file, a JSON object of name -> nested arrays, or a directory "
                                   "of NAME.npy files")
                              .c_str(),
                          InputError);
-    const std::string missing = (tmp.path / "missing.safetensors").string();
+    const std::string missing = tmp / "missing.safetensors";
     CHECK(error_of([&] { attntrace::load_mha_params<float>(missing, "", d2l_dims); }).rfind(missing + ": ", 0) == 0);
     // the content decides when the extension does not: a safetensors file named .bin, a JSON .txt
     const json& kv = manifest_case("torch_kv");
     fs::copy_file(good("torch_kv", "safetensors"), tmp.path / "kv.bin");
     fs::copy_file(good("torch_kv", "json"), tmp.path / "kv.txt");
-    check_against_torch(attntrace::load_mha_params<float>((tmp.path / "kv.bin").string(), "", dims_of(kv)), kv);
-    check_against_torch(attntrace::load_mha_params<float>((tmp.path / "kv.txt").string(), "", dims_of(kv)), kv);
+    check_against_torch(attntrace::load_mha_params<float>(tmp / "kv.bin", "", dims_of(kv)), kv);
+    check_against_torch(attntrace::load_mha_params<float>(tmp / "kv.txt", "", dims_of(kv)), kv);
 }
 
 TEST_CASE("the random init is xavier-uniform drawn in order w_q, w_k, w_v, w_o from Rng(seed)") {
@@ -517,7 +478,7 @@ TEST_CASE("torch_state_dict round-trips through safetensors to the same paramete
         if (p.w_o && any_bias) expected.push_back("out_proj.bias");
         std::sort(expected.begin(), expected.end());
         CHECK(keys == expected);
-        const std::string file = tmp.safetensors(name, dict);
+        const std::string file = write_safetensors(tmp, name, dict);
         const auto back = attntrace::load_mha_params<float>(file, "", dims_of(c));
         CHECK(back.scheme == "torch");
         CHECK_FALSE(back.fused_in_proj);
@@ -540,21 +501,18 @@ TEST_CASE("PyTorch loads what --save-params writes with load_state_dict(strict=T
         return;
     }
     TempDir tmp;
-    std::string pairs;
+    std::vector<std::string> args{fixture_script, "--check-state-dict"};  // then file, case pairs
     for (const std::string name : {"torch_self", "torch_kv", "torch_kv_nobias", "torch_nobias"}) {
         const json& c = manifest_case(name);
         const auto p = attntrace::load_mha_params<double>(good(name, "json"), "", dims_of(c));
-        const std::string file = (tmp.path / (name + ".safetensors")).string();
-        attntrace::write_file_atomically(file, attntrace::safetensors_bytes(attntrace::torch_state_dict(p)));
-        pairs += " '" + file + "' " + name;
+        args.push_back(write_safetensors(tmp, name, attntrace::torch_state_dict(p)));
+        args.push_back(name);
     }
     // float64 data: torch loads it into the float32 module, exactly (the values were float32)
-    CHECK(std::system(("/usr/bin/python3 '" + fixture_script + "' --check-state-dict" + pairs).c_str()) == 0);
+    CHECK(run_python(args) == 0);
     // and the check can fail: torch_kv's parameters are not torch_self's
     const json& kv = manifest_case("torch_kv");
     const auto p = attntrace::load_mha_params<float>(good("torch_kv", "npy"), "", dims_of(kv));
-    const std::string file = tmp.safetensors("wrong", attntrace::torch_state_dict(p));
-    const std::string command = "/usr/bin/python3 '" + fixture_script + "' --check-state-dict '" + file +
-                                "' torch_self 2>/dev/null";
-    CHECK(std::system(command.c_str()) != 0);
+    const std::string file = write_safetensors(tmp, "wrong", attntrace::torch_state_dict(p));
+    CHECK(run_python({fixture_script, "--check-state-dict", file, "torch_self"}, " 2>/dev/null") != 0);
 }

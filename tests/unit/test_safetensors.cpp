@@ -5,24 +5,22 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
-#include <sstream>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "attntrace/errors.hpp"
-#include "attntrace/file_bytes.hpp"
 #include "attntrace/safetensors.hpp"
 #include "attntrace/tensor_io.hpp"
+#include "test_helpers.hpp"
 
 namespace fs = std::filesystem;
 using attntrace::Array;
 using attntrace::InputError;
 using attntrace::Shape;
+using namespace attntrace::testing;
 using nlohmann::json;
 
 namespace {
@@ -30,61 +28,11 @@ namespace {
 const fs::path params_dir = fs::path(ATTNTRACE_FIXTURES) / "params";
 const std::string fixture_script = std::string(ATTNTRACE_FIXTURES) + "/make_params_fixtures.py";
 
-std::string file_text(const fs::path& path) {
-    return std::string(attntrace::FileBytes::open(path.string()).bytes());
-}
-
-template <class T>
-Shape shape_of(const Array<T>& a) {
-    return Shape(a.shape().begin(), a.shape().end());
-}
-
-// Exact equality of shape and every value, reporting the first difference.
-template <class T>
-void check_equal(const Array<T>& actual, const Array<T>& expected, const std::string& what) {
-    INFO(what);
-    REQUIRE(shape_of(actual) == shape_of(expected));
-    std::size_t differ = 0, first = 0;
-    for (std::size_t i = 0; i < expected.size(); ++i) {
-        if (actual.data()[i] != expected.data()[i] && differ++ == 0) first = i;
-    }
-    INFO(differ << " values differ, first at flat index " << first);
-    CHECK(differ == 0);
-}
-
 std::string le64(std::uint64_t n) {
     std::string out;
     for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
     return out;
 }
-
-// The message of the InputError F throws ("" when it throws nothing).
-template <class F>
-std::string input_error(F&& f) {
-    try {
-        f();
-    } catch (const InputError& e) {
-        return e.what();
-    }
-    return "";
-}
-
-bool torch_available() {
-    return std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1") == 0;
-}
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string pattern = (fs::temp_directory_path() / "attntrace_safetensors_XXXXXX").string();
-        REQUIRE(mkdtemp(pattern.data()) != nullptr);
-        path = pattern;
-    }
-    ~TempDir() {
-        std::error_code ignored;
-        fs::remove_all(path, ignored);
-    }
-};
 
 template <class T>
 std::map<std::string, Array<T>> sample_tensors() {
@@ -136,14 +84,14 @@ TEST_CASE("a state_dict written as safetensors reads back as the same tensors as
 }
 
 TEST_CASE("every malformed file is an InputError naming the file and the fault, on one line") {
-    const json manifest = json::parse(file_text(params_dir / "bad" / "manifest.json"));
+    const json manifest = json::parse(read_file(params_dir / "bad" / "manifest.json"));
     REQUIRE(manifest.size() >= 25);
     for (const json& entry : manifest) {
         const std::string path = (params_dir / "bad" / entry["file"].get<std::string>()).string();
         const std::string contains = entry["contains"];
         for (const std::string& message :
-             {input_error([&] { attntrace::load_safetensors<float>(path); }),
-              input_error([&] { attntrace::load_safetensors<double>(path); })}) {
+             {error_of<InputError>([&] { attntrace::load_safetensors<float>(path); }),
+              error_of<InputError>([&] { attntrace::load_safetensors<double>(path); })}) {
             INFO(path << ": " << message);
             CHECK(message.rfind(path + ": ", 0) == 0);
             CHECK(message.find(contains) != std::string::npos);
@@ -179,9 +127,9 @@ TEST_CASE("the smallest valid files: no tensors, with and without __metadata__")
 }
 
 TEST_CASE("every proper prefix of a valid file is an InputError") {
-    const std::string bytes = file_text(params_dir / "good" / "torch_kv.safetensors");
+    const std::string bytes = read_file(params_dir / "good" / "torch_kv.safetensors");
     for (std::size_t n = 0; n < bytes.size(); ++n) {
-        const std::string message = input_error([&] { attntrace::parse_safetensors<float>(bytes.substr(0, n), "cut"); });
+        const std::string message = error_of<InputError>([&] { attntrace::parse_safetensors<float>(bytes.substr(0, n), "cut"); });
         INFO("first " << n << " bytes");
         CHECK(message.rfind("cut: ", 0) == 0);
     }
@@ -230,13 +178,6 @@ TEST_CASE("PyTorch reads what safetensors_bytes writes as the same tensors") {
         return;
     }
     TempDir tmp;
-    // exit status of the script's check of each (file, dir) pair
-    auto run_check = [&](const std::vector<std::pair<std::string, fs::path>>& pairs, const std::string& redirect = "") {
-        std::string command = "/usr/bin/python3 '" + fixture_script + "' --check-safetensors";
-        for (const auto& [file, dir] : pairs) command += " '" + file + "' '" + dir.string() + "'";
-        command += redirect;
-        return std::system(command.c_str());
-    };
     const auto f = sample_tensors<float>();
     const auto d = sample_tensors<double>();
     fs::create_directories(tmp.path / "f");
@@ -244,26 +185,26 @@ TEST_CASE("PyTorch reads what safetensors_bytes writes as the same tensors") {
     // the .npy names may not hold '/' or quotes: compare the plain-named tensors through numpy
     std::map<std::string, Array<float>> f_plain{{"a", f.at("a")}, {"b.weight", f.at("b.weight")}, {"scalar", f.at("c/scalar")}};
     std::map<std::string, Array<double>> d_plain{{"a", d.at("a")}, {"b.weight", d.at("b.weight")}, {"scalar", d.at("c/scalar")}};
-    for (const auto& [name, a] : f_plain) attntrace::save_tensor((tmp.path / "f" / (name + ".npy")).string(), a);
-    for (const auto& [name, a] : d_plain) attntrace::save_tensor((tmp.path / "d" / (name + ".npy")).string(), a);
-    const std::string f_file = (tmp.path / "f.safetensors").string();
-    const std::string d_file = (tmp.path / "d.safetensors").string();
-    attntrace::write_file_atomically(f_file, attntrace::safetensors_bytes(f_plain));
-    attntrace::write_file_atomically(d_file, attntrace::safetensors_bytes(d_plain));
-    CHECK(run_check({{f_file, tmp.path / "f"}, {d_file, tmp.path / "d"}}) == 0);
+    for (const auto& [name, a] : f_plain) attntrace::save_tensor(tmp / ("f/" + name + ".npy"), a);
+    for (const auto& [name, a] : d_plain) attntrace::save_tensor(tmp / ("d/" + name + ".npy"), a);
+    const std::string f_file = tmp / "f.safetensors";
+    const std::string d_file = tmp / "d.safetensors";
+    write_file(f_file, attntrace::safetensors_bytes(f_plain));
+    write_file(d_file, attntrace::safetensors_bytes(d_plain));
+    // the script checks each (file, dir of .npy files) pair
+    CHECK(run_python({fixture_script, "--check-safetensors", f_file, tmp / "f", d_file, tmp / "d"}) == 0);
     // and the check can fail: float data against the float64 .npy files
-    CHECK(run_check({{f_file, tmp.path / "d"}}, " 2>/dev/null") != 0);
+    CHECK(run_python({fixture_script, "--check-safetensors", f_file, tmp / "d"}, " 2>/dev/null") != 0);
     // names with quotes, '/' and UTF-8 are written as valid JSON
-    const std::string odd_file = (tmp.path / "odd.safetensors").string();
-    attntrace::write_file_atomically(odd_file, attntrace::safetensors_bytes(f));
-    const std::string script = (tmp.path / "odd.py").string();
-    attntrace::write_file_atomically(script, "import sys\n"
-                                             "sys.dont_write_bytecode = True\n"
-                                             "sys.path.insert(0, sys.argv[1])\n"
-                                             "import make_params_fixtures as m\n"
-                                             "t = m.read_safetensors(sys.argv[2])\n"
-                                             "names = sorted(['a', 'b.weight', 'c/scalar', '\"quoted\" \\u00e9'])\n"
-                                             "sys.exit(0 if sorted(t) == names and t['c/scalar'].item() == -7.125 else 1)\n");
-    const std::string command = "/usr/bin/python3 '" + script + "' '" + std::string(ATTNTRACE_FIXTURES) + "' '" + odd_file + "'";
-    CHECK(std::system(command.c_str()) == 0);
+    const std::string odd_file = tmp / "odd.safetensors";
+    write_file(odd_file, attntrace::safetensors_bytes(f));
+    const std::string script = tmp / "odd.py";
+    write_file(script, "import sys\n"
+                       "sys.dont_write_bytecode = True\n"
+                       "sys.path.insert(0, sys.argv[1])\n"
+                       "import make_params_fixtures as m\n"
+                       "t = m.read_safetensors(sys.argv[2])\n"
+                       "names = sorted(['a', 'b.weight', 'c/scalar', '\"quoted\" \\u00e9'])\n"
+                       "sys.exit(0 if sorted(t) == names and t['c/scalar'].item() == -7.125 else 1)\n");
+    CHECK(run_python({script, ATTNTRACE_FIXTURES, odd_file}) == 0);
 }

@@ -25,26 +25,13 @@
 #include "attntrace/errors.hpp"
 #include "attntrace/file_bytes.hpp"
 #include "attntrace/tensor_io.hpp"
+#include "test_helpers.hpp"
 
 using namespace attntrace;
+using namespace attntrace::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A temporary directory, removed with everything in it.
-struct ScratchDir {
-    fs::path path;
-    ScratchDir() {
-        std::string pattern = (fs::temp_directory_path() / "attntrace_io_XXXXXX").string();
-        REQUIRE(mkdtemp(pattern.data()) != nullptr);
-        path = pattern;
-    }
-    ~ScratchDir() {
-        std::error_code ignored;
-        fs::remove_all(path, ignored);
-    }
-    std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 // Runs the enclosing scope with DIR as the working directory.
 struct WorkingDir {
@@ -53,34 +40,10 @@ struct WorkingDir {
     ~WorkingDir() { fs::current_path(saved); }
 };
 
-std::string read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    REQUIRE_MESSAGE(in, "cannot open " << path);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
-
-void write_text(const std::string& path, const std::string& text) {
-    std::ofstream out(path, std::ios::binary);
-    out << text;
-    REQUIRE(out);
-}
-
 std::set<std::string> entries(const fs::path& dir) {
     std::set<std::string> names;
     for (const fs::directory_entry& entry : fs::directory_iterator(dir)) names.insert(entry.path().filename());
     return names;
-}
-
-template <class Error, class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& error) {
-        return error.what();
-    }
-    return "";
 }
 
 // Stdin or stdout replaced by FD for the scope.
@@ -111,24 +74,19 @@ TEST_CASE("parse_tensor reads .npy bytes by their magic string") {
 }
 
 TEST_CASE("parse_tensor reads JSON whatever whitespace comes first") {
-    struct Case {
-        const char* text;
-        const char* shape;
+    const auto parse = [](const char* text) {
+        LoadedTensor<float> tensor = parse_tensor<float>(text, "x.json");
+        CHECK(tensor.source.format == FileFormat::json);
+        return tensor.array;
     };
-    const Case cases[] = {
+    check_shapes(parse, {
         {"[1, 2]", "(2,)"},
         {"  \n\t[1, 2, 3]", "(3,)"},
         {"\r\n{\"data\": [[1]]}", "(1, 1)"},
         {"-1.5", "()"},
         {"7\n", "()"},
         {" 0.5 ", "()"},
-    };
-    for (const Case& c : cases) {
-        CAPTURE(c.text);
-        const LoadedTensor<float> tensor = parse_tensor<float>(c.text, "x.json");
-        CHECK(tensor.source.format == FileFormat::json);
-        CHECK(shape_string(Shape(tensor.array.shape().begin(), tensor.array.shape().end())) == c.shape);
-    }
+    });
     CHECK(parse_tensor<double>("  -1.5", "x").array() == -1.5);
 }
 
@@ -187,8 +145,8 @@ TEST_CASE("load_tensor reads stdin for -") {
 }
 
 TEST_CASE("FileBytes reads an empty file as no bytes") {
-    ScratchDir dir;
-    write_text(dir / "empty.npy", "");
+    TempDir dir;
+    write_file(dir / "empty.npy", "");
     const FileBytes file = FileBytes::open(dir / "empty.npy");
     CHECK(file.bytes().empty());
     CHECK(file.name() == dir / "empty.npy");
@@ -196,16 +154,16 @@ TEST_CASE("FileBytes reads an empty file as no bytes") {
 }
 
 TEST_CASE("FileBytes names a missing path, a directory and a path through a file") {
-    ScratchDir dir;
+    TempDir dir;
     CHECK(error_of<InputError>([&] { FileBytes::open(dir / "nope.npy"); }) == dir / "nope.npy" + ": no such file");
     CHECK(error_of<InputError>([&] { FileBytes::open(dir.path.string()); }) == dir.path.string() + ": is a directory");
-    write_text(dir / "file", "x");
+    write_file(dir / "file", "x");
     CHECK(error_of<InputError>([&] { FileBytes::open(dir / "file/x.npy"); }) ==
           dir / "file/x.npy" + ": Not a directory");
 }
 
 TEST_CASE("FileBytes reads a FIFO to its end") {
-    ScratchDir dir;
+    TempDir dir;
     const std::string fifo = dir / "fifo";
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
     std::string big(200000, ' ');  // more than one pipe buffer
@@ -226,8 +184,8 @@ TEST_CASE("FileBytes reads files whose size the kernel reports as 0") {
 }
 
 TEST_CASE("a moved FileBytes still holds its bytes, short buffered ones included") {
-    ScratchDir dir;
-    write_text(dir / "mapped.json", "[1, 2, 3]");
+    TempDir dir;
+    write_file(dir / "mapped.json", "[1, 2, 3]");
     int fds[2];
     REQUIRE(::pipe(fds) == 0);
     REQUIRE(::write(fds[1], "[4]", 3) == 3);  // short enough for std::string's in-object buffer
@@ -257,16 +215,16 @@ TEST_CASE("a moved FileBytes still holds its bytes, short buffered ones included
 // ---- writing -------------------------------------------------------------------------------------
 
 TEST_CASE("save_tensor writes the format its extension names, or the one given") {
-    ScratchDir dir;
+    TempDir dir;
     const Array<float> array = {{0.1f, 2.0f}, {-3.5f, 1e-38f}};
     save_tensor(dir / "a.json", array);
-    CHECK(read_text(dir / "a.json") == json_tensor_text(array));
+    CHECK(read_file(dir / "a.json") == json_tensor_text(array));
     save_tensor(dir / "a.NPY", array);
-    CHECK(read_text(dir / "a.NPY") == npy_bytes(array));
+    CHECK(read_file(dir / "a.NPY") == npy_bytes(array));
     save_tensor(dir / "a.txt", array, FileFormat::npy);
-    CHECK(read_text(dir / "a.txt") == npy_bytes(array));
+    CHECK(read_file(dir / "a.txt") == npy_bytes(array));
     save_tensor(dir / "b.npy", array, FileFormat::json);
-    CHECK(read_text(dir / "b.npy") == json_tensor_text(array));
+    CHECK(read_file(dir / "b.npy") == json_tensor_text(array));
     CHECK(load_tensor<float>(dir / "a.NPY").array == array);
 
     CHECK(error_of<UsageError>([&] { save_tensor(dir / "out", array); }) ==
@@ -277,9 +235,9 @@ TEST_CASE("save_tensor writes the format its extension names, or the one given")
 }
 
 TEST_CASE("write_file_atomically creates a file, mode 0644 less the umask, leaving no temp file") {
-    ScratchDir dir;
+    TempDir dir;
     write_file_atomically(dir / "new.txt", "hello\n");
-    CHECK(read_text(dir / "new.txt") == "hello\n");
+    CHECK(read_file(dir / "new.txt") == "hello\n");
     const mode_t mask = ::umask(0);
     ::umask(mask);
     struct stat info {};
@@ -289,29 +247,29 @@ TEST_CASE("write_file_atomically creates a file, mode 0644 less the umask, leavi
 }
 
 TEST_CASE("write_file_atomically replaces an existing file, longer or shorter") {
-    ScratchDir dir;
-    write_text(dir / "f", "old old old old");
+    TempDir dir;
+    write_file(dir / "f", "old old old old");
     write_file_atomically(dir / "f", "new");
-    CHECK(read_text(dir / "f") == "new");
+    CHECK(read_file(dir / "f") == "new");
     write_file_atomically(dir / "f", std::string(100000, 'z'));
-    CHECK(read_text(dir / "f") == std::string(100000, 'z'));
+    CHECK(read_file(dir / "f") == std::string(100000, 'z'));
     write_file_atomically(dir / "f", "");
-    CHECK(read_text(dir / "f").empty());
+    CHECK(read_file(dir / "f").empty());
     CHECK(entries(dir.path) == std::set<std::string>{"f"});
 }
 
 TEST_CASE("write_file_atomically resolves a relative path without a directory") {
-    ScratchDir dir;
+    TempDir dir;
     {
         const WorkingDir here(dir.path);
         write_file_atomically("plain.json", "[1]\n");
     }
-    CHECK(read_text(dir / "plain.json") == "[1]\n");
+    CHECK(read_file(dir / "plain.json") == "[1]\n");
     CHECK(entries(dir.path) == std::set<std::string>{"plain.json"});
 }
 
 TEST_CASE("write_file_atomically into a missing directory is an OutputError that leaves nothing") {
-    ScratchDir dir;
+    TempDir dir;
     const std::string path = dir / "missing/x.npy";
     CHECK(error_of<OutputError>([&] { write_file_atomically(path, "abc"); }) ==
           path + ": No such file or directory");
@@ -319,21 +277,21 @@ TEST_CASE("write_file_atomically into a missing directory is an OutputError that
 }
 
 TEST_CASE("write_file_atomically onto a directory is an OutputError that leaves it as it was") {
-    ScratchDir dir;
+    TempDir dir;
     fs::create_directory(dir / "sub");
-    write_text(dir / "sub/keep", "k");
+    write_file(dir / "sub/keep", "k");
     CHECK(error_of<OutputError>([&] { write_file_atomically(dir / "sub", "abc"); }) == dir / "sub" + ": is a directory");
     CHECK(entries(dir.path) == std::set<std::string>{"sub"});
     CHECK(entries(dir.path / "sub") == std::set<std::string>{"keep"});
-    CHECK(read_text(dir / "sub/keep") == "k");
+    CHECK(read_file(dir / "sub/keep") == "k");
 }
 
 TEST_CASE("write_file_atomically through a path with a file as directory is an OutputError") {
-    ScratchDir dir;
-    write_text(dir / "file", "f");
+    TempDir dir;
+    write_file(dir / "file", "f");
     CHECK(error_of<OutputError>([&] { write_file_atomically(dir / "file/x", "abc"); }) ==
           dir / "file/x" + ": Not a directory");
-    CHECK(read_text(dir / "file") == "f");
+    CHECK(read_file(dir / "file") == "f");
 }
 
 namespace {
@@ -378,20 +336,20 @@ void with_file_size_limit(rlim_t limit, void (*handler)(int), F&& f) {
 }  // namespace
 
 TEST_CASE("a write that fails half way leaves the old file intact and no temp file") {
-    ScratchDir dir;
-    write_text(dir / "t.npy", "old content");
+    TempDir dir;
+    write_file(dir / "t.npy", "old content");
     std::string message;
     with_file_size_limit(4096, SIG_IGN, [&] {
         message = error_of<OutputError>([&] { write_file_atomically(dir / "t.npy", std::string(10000, 'n')); });
     });
     CHECK(message == dir / "t.npy" + ": File too large");
-    CHECK(read_text(dir / "t.npy") == "old content");
+    CHECK(read_file(dir / "t.npy") == "old content");
     CHECK(entries(dir.path) == std::set<std::string>{"t.npy"});
 }
 
 TEST_CASE("remove_pending_temp_files removes the temp file of a write in progress") {
-    ScratchDir dir;
-    write_text(dir / "t.npy", "old content");
+    TempDir dir;
+    write_file(dir / "t.npy", "old content");
     watched_dir = dir.path;
     entries_before = -1;
     entries_after = -1;
@@ -404,23 +362,23 @@ TEST_CASE("remove_pending_temp_files removes the temp file of a write in progres
     CHECK(message == dir / "t.npy" + ": File too large");
     CHECK(entries_before == 2);  // t.npy and .t.npy.tmp-XXXXXX
     CHECK(entries_after == 1);
-    CHECK(read_text(dir / "t.npy") == "old content");
+    CHECK(read_file(dir / "t.npy") == "old content");
 }
 
 TEST_CASE("write_file_atomically writes through a symlink and keeps the link") {
-    ScratchDir dir;
+    TempDir dir;
     fs::create_directory(dir / "real");
-    write_text(dir / "real/target.json", "old");
+    write_file(dir / "real/target.json", "old");
     fs::create_symlink("real/target.json", dir / "link.json");
     write_file_atomically(dir / "link.json", "new");
     CHECK(fs::is_symlink(dir / "link.json"));
-    CHECK(read_text(dir / "real/target.json") == "new");
+    CHECK(read_file(dir / "real/target.json") == "new");
     CHECK(entries(dir.path) == std::set<std::string>{"link.json", "real"});
     CHECK(entries(dir.path / "real") == std::set<std::string>{"target.json"});
 }
 
 TEST_CASE("write_file_atomically writes into a FIFO and /dev/null without replacing them") {
-    ScratchDir dir;
+    TempDir dir;
     const std::string fifo = dir / "fifo";
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
     std::string received;
@@ -443,7 +401,7 @@ TEST_CASE("write_file_atomically writes into a FIFO and /dev/null without replac
 }
 
 TEST_CASE("write_file_atomically writes - to stdout") {
-    ScratchDir dir;
+    TempDir dir;
     const int fd = ::open((dir / "stdout.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     REQUIRE(fd >= 0);
     {
@@ -451,15 +409,15 @@ TEST_CASE("write_file_atomically writes - to stdout") {
         write_file_atomically("-", "to stdout\n");
     }
     ::close(fd);
-    CHECK(read_text(dir / "stdout.txt") == "to stdout\n");
+    CHECK(read_file(dir / "stdout.txt") == "to stdout\n");
 }
 
 // ---- ensure_not_an_input ---------------------------------------------------------------------------
 
 TEST_CASE("ensure_not_an_input refuses the same file however it is spelled or linked") {
-    ScratchDir dir;
-    write_text(dir / "x.npy", "x");
-    write_text(dir / "other.npy", "o");
+    TempDir dir;
+    write_file(dir / "x.npy", "x");
+    write_file(dir / "other.npy", "o");
     const std::string x = dir / "x.npy";
     CHECK(error_of<OutputError>([&] { ensure_not_an_input(x, {dir / "other.npy", x}); }) ==
           x + ": refusing to overwrite an input file");
@@ -482,9 +440,9 @@ TEST_CASE("ensure_not_an_input refuses the same file however it is spelled or li
 }
 
 TEST_CASE("ensure_not_an_input allows other files, new files, stdout and stdin") {
-    ScratchDir dir;
-    write_text(dir / "x.npy", "x");
-    write_text(dir / "y.npy", "x");  // same content, different file
+    TempDir dir;
+    write_file(dir / "x.npy", "x");
+    write_file(dir / "y.npy", "x");  // same content, different file
     CHECK_NOTHROW(ensure_not_an_input(dir / "y.npy", {dir / "x.npy"}));
     CHECK_NOTHROW(ensure_not_an_input(dir / "new.npy", {dir / "x.npy"}));
     CHECK_NOTHROW(ensure_not_an_input("-", {"-", dir / "x.npy"}));
