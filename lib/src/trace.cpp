@@ -56,15 +56,23 @@ std::vector<HeadSummary> summarize_heads(const RowStats& stats, std::size_t max_
 
 namespace {
 
-std::string prettify(std::string note) {
-    auto replace_all = [&](const std::string& from, const std::string& to) {
-        for (std::size_t pos = 0; (pos = note.find(from, pos)) != std::string::npos; pos += to.size())
-            note.replace(pos, from.size(), to);
-    };
-    replace_all(" @ ", " · ");
-    replace_all("^T", "ᵀ");
-    replace_all(" * ", " × ");
-    return note;
+// The ASCII notes with terminal typography: " @ " -> " · ", "^T" -> "ᵀ", " * " -> " × ".
+std::string prettify(const std::string& note) {
+    static const std::pair<std::string_view, std::string_view> swaps[] = {
+        {" @ ", " · "}, {"^T", "ᵀ"}, {" * ", " × "}};
+    std::string out;
+    for (std::size_t i = 0; i < note.size();) {
+        bool swapped = false;
+        for (const auto& [from, to] : swaps)
+            if (note.compare(i, from.size(), from) == 0) {
+                out += to;
+                i += from.size();
+                swapped = true;
+                break;
+            }
+        if (!swapped) out += note[i++];
+    }
+    return out;
 }
 
 std::string pad(std::string s, std::size_t width) {
@@ -139,8 +147,17 @@ std::string render_text_trace(const TraceContext& context, const std::vector<Sta
             if (h.empty_rows) out += "  empty rows " + std::to_string(h.empty_rows);
             out += " ";
             for (const auto& t : h.top) {
-                out += " q" + std::to_string(t.query) + arrow;
-                out += t.key < 0 ? std::string("none") : "k" + std::to_string(t.key) + " " + weight_text(t.weight);
+                out += " q";
+                out += std::to_string(t.query);
+                out += arrow;
+                if (t.key < 0) {
+                    out += "none";
+                } else {
+                    out += 'k';
+                    out += std::to_string(t.key);
+                    out += ' ';
+                    out += weight_text(t.weight);
+                }
             }
             out += "\n";
         }
