@@ -5,8 +5,10 @@ Usage: tests/bench/bench.py [--build build] [--reps 5] [--quick] [--skip-long]
 
 For every case it prints the median wall time of attntrace's WHOLE process (load the .npy and the
 params, compute, write the output) and of PyTorch's nn.MultiheadAttention forward ALONE (eval mode,
-no_grad, same threads), the ratio, and attntrace's GFLOP/s as a share of OpenBLAS's own sgemm
-ceiling measured in the same run. Peak RSS comes from wait4() on the child process.
+no_grad, same threads, in a fresh interpreter), the speed-up (torch time / attntrace time), and
+attntrace's GFLOP/s as a share of OpenBLAS's own sgemm ceiling measured in the same run. PyTorch
+is timed as installed and, when OpenBLAS misjudged the CPU, with the OPENBLAS_CORETYPE attntrace
+uses. Peak RSS is the attntrace process's.
 These are figures to read, not pass/fail tests: the machines are shared and noisy.
 """
 import argparse, json, os, resource, statistics, struct, subprocess, sys, tempfile, time
@@ -19,16 +21,25 @@ import st  # noqa: E402  the project's .safetensors writer and reader
 
 
 def run_process(cmd):
-    """Wall seconds and peak RSS (MiB) of one child process."""
+    """Wall seconds and peak RSS (MiB) of one child process.
+
+    The RSS comes from GNU time (/usr/bin/time, Debian package `time`) when it is there: a child
+    forked straight from this Python process would report Python's own peak as its floor, since
+    Linux carries the forked image's high-water mark across execve."""
+    timed = os.path.exists("/usr/bin/time")
+    rss_file = tempfile.NamedTemporaryFile(prefix="attntrace-rss-", delete=False).name
+    full = ["/usr/bin/time", "-q", "-f", "%M", "-o", rss_file] + cmd if timed else cmd
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     err = proc.stderr.read().decode()
     proc.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{err}")
-    return wall, usage.ru_maxrss / 1024
+    rss = float(open(rss_file).read().split()[-1]) / 1024 if timed else usage.ru_maxrss / 1024
+    os.unlink(rss_file)
+    return wall, rss
 
 
 def flops(b, lq, lk, e, h, need_weights):
@@ -122,10 +133,8 @@ def main():
         if with_torch:
             per_env = {name: torch_forward(xp, params_path, heads, threads, need_weights, args.reps, env)
                        for name, env in torch_envs.items()}
-            theirs = min(per_env.values())
-            row.update(torch_s=theirs, torch_by_env=per_env, speedup=theirs / ours)
-            torch_txt = (f"torch forward {theirs:.3f} s  speed-up x{row['speedup']:.2f}  (torch " +
-                         ", ".join(f"{k}: {v:.3f} s" for k, v in per_env.items()) + ")")
+            row.update(torch_by_env=per_env, speedup_by_env={k: v / ours for k, v in per_env.items()})
+            torch_txt = "  ".join(f"torch [{k}] {v:.3f} s = x{v / ours:.2f}" for k, v in per_env.items())
         print(f"{label:<28} B={b} L={l:<6} threads={threads} weights={'yes' if need_weights else 'no ':<3} "
               f"attntrace {ours:.3f} s  {torch_txt}  {gflops:.0f} GFLOP/s "
               f"({100 * row['ceiling_share']:.0f}% of sgemm)  peak RSS {rss:.0f} MiB", flush=True)
