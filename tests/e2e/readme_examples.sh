@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The README's console examples, run: every "$ attntrace ..." line of a ```console block (with its
+# "\" continuation lines) is run from a scratch directory that sees the repository's data/, and
+# what it prints must equal the lines the README shows under it. An example whose shown output
+# is elided ("...") is run for its exit status only. So the documentation cannot drift.
+source "$(dirname "$0")/cli_common.bash"
+SRC=${SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+ln -s "$SRC/data" "$W/data"
+mkdir -p "$W/bin"
+ln -s "$(realpath "$A")" "$W/bin/attntrace"
+
+"$PYTHON" - "$SRC/README.md" "$W" <<'PY'
+import os, re, subprocess, sys
+readme, work = sys.argv[1], sys.argv[2]
+lines = open(readme).read().split("\n")
+env = dict(os.environ, PATH=f"{work}/bin:" + os.environ["PATH"])
+examples, i, in_block = [], 0, False
+while i < len(lines):
+    line = lines[i]
+    if line.strip().startswith("```console"):
+        in_block = True
+    elif line.strip().startswith("```"):
+        in_block = False
+    elif in_block and line.lstrip().startswith("$ attntrace"):
+        indent = len(line) - len(line.lstrip())
+        cmd = line.lstrip()[2:]
+        while cmd.endswith("\\"):
+            i += 1
+            cmd = cmd[:-1] + " " + lines[i].strip()
+        out = []
+        while i + 1 < len(lines) and not lines[i + 1].lstrip().startswith(("$ ", "```")):
+            i += 1
+            out.append(lines[i][indent:] if lines[i][:indent].strip() == "" else lines[i])
+        while out and out[-1] == "":
+            out.pop()
+        examples.append((cmd, out))
+    i += 1
+failures = 0
+for cmd, expected in examples:
+    if " ... " in cmd:  # a shortened command line: not runnable as shown
+        continue
+    r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=work, env=env, capture_output=True, text=True)
+    got = r.stdout.rstrip("\n").split("\n") if r.stdout else []
+    if r.returncode != 0:
+        failures += 1
+        print(f"FAIL (exit {r.returncode}): {cmd}\n{r.stderr}")
+    elif any(l.strip() == "..." for l in expected):
+        continue  # output elided in the README
+    elif got != expected:
+        failures += 1
+        print(f"FAIL: {cmd}")
+        for e, g in zip(expected + [""] * len(got), got + [""] * len(expected)):
+            if e != g:
+                print(f"  README: {e!r}\n  actual: {g!r}")
+                break
+print(f"README examples: {len(examples)} found, {failures} failed")
+sys.exit(1 if failures else 0)
+PY
