@@ -37,10 +37,21 @@ void add_attention_flags(CLI::App& cmd, AttentionFlags& f) {
                    "refuse runs whose (Lq, Lk) buffers need more (e.g. 4G; default: half the RAM)");
 }
 
-nlohmann::json input_json(const std::string& name, const TensorSource& source, const Shape& shape) {
-    return {{"name", name}, {"file", source.path}, {"format", format_name(source.format)},
-            {"dtype", dtype_name(source.dtype)}, {"shape", shape}};
+template <class T>
+nlohmann::json inputs_json(const LoadedTensor<T>& query, const LoadedTensor<T>& key, const LoadedTensor<T>& value) {
+    auto one = [](const char* name, const LoadedTensor<T>& t) {
+        return nlohmann::json{{"name", name},
+                              {"file", t.source.path},
+                              {"format", format_name(t.source.format)},
+                              {"dtype", dtype_name(t.source.dtype)},
+                              {"shape", shape_of(t.array)}};
+    };
+    return {one("query", query), one("key", key), one("value", value)};
 }
+
+template nlohmann::json inputs_json(const LoadedTensor<float>&, const LoadedTensor<float>&, const LoadedTensor<float>&);
+template nlohmann::json inputs_json(const LoadedTensor<double>&, const LoadedTensor<double>&,
+                                    const LoadedTensor<double>&);
 
 namespace {
 

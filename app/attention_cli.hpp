@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "attntrace/attention.hpp"
+#include "attntrace/tensor.hpp"
 #include "attntrace/trace.hpp"
 
 struct AttentionFlags {
@@ -60,6 +61,7 @@ attntrace::Shape shape_of(const A& array) {
     return attntrace::Shape(array.shape().begin(), array.shape().end());
 }
 
-// {"name", "file", "dtype", "shape"} for the JSON trace's "inputs".
-nlohmann::json input_json(const std::string& name, const attntrace::TensorSource& source,
-                          const attntrace::Shape& shape);
+// The JSON trace's "inputs": [{"name", "file", "format", "dtype", "shape"}] for query, key, value.
+template <class T>
+nlohmann::json inputs_json(const attntrace::LoadedTensor<T>& query, const attntrace::LoadedTensor<T>& key,
+                           const attntrace::LoadedTensor<T>& value);

@@ -141,9 +141,7 @@ void run_mha(const MhaFlags& f) {
         {"average_heads", f.average_heads},
         {"dtype", c.dtype},
         {"threads", c.threads ? nlohmann::json(c.threads) : nlohmann::json()}};
-    context.inputs = {input_json("query", query.source, shape_of(query.array)),
-                      input_json("key", key.source, shape_of(key.array)),
-                      input_json("value", value.source, shape_of(value.array))};
+    context.inputs = inputs_json(query, key, value);
     run.finish(result, context);
 }
 

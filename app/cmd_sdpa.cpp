@@ -39,8 +39,7 @@ void run_sdpa(const AttentionFlags& f) {
                          {"empty_rows", result.empty_rows}}},
                        {"dtype", f.dtype},
                        {"threads", f.threads ? nlohmann::json(f.threads) : nlohmann::json()}};
-    context.inputs = {input_json("query", q.source, shape_of(q.array)), input_json("key", k.source, shape_of(k.array)),
-                      input_json("value", v.source, shape_of(v.array))};
+    context.inputs = inputs_json(q, k, v);
     run.finish(result, context);
 }
 
