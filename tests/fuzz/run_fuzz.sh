@@ -3,7 +3,7 @@
 #
 #   tests/fuzz/run_fuzz.sh [SECONDS]
 #
-# Configures its own clang build directory (FUZZ_BUILD_DIR, default /tmp/attntrace-fuzz-build),
+# Configures its own clang build directory (FUZZ_BUILD_DIR, default build-fuzz in the checkout),
 # builds fuzz_tensor, seeds the corpus with every .npy and .json file under tests/fixtures, runs
 # the fuzzer and prints how many inputs it executed. Exit status: 0 when nothing was found; else
 # the fuzzer's, with the crashing input saved under $FUZZ_BUILD_DIR/artifacts/.
@@ -11,7 +11,7 @@ set -euo pipefail
 
 seconds=${1:-600}
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-build=${FUZZ_BUILD_DIR:-${TMPDIR:-/tmp}/attntrace-fuzz-build}
+build=${FUZZ_BUILD_DIR:-$src/build-fuzz}
 jobs=${JOBS:-2}
 
 mkdir -p "$build"
