@@ -72,7 +72,17 @@ int main(int argc, char** argv) {
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
 
-    CLI::App app("attntrace: read, convert, compare and trace tensors (.npy, JSON)", "attntrace");
+    CLI::App app("attntrace: run and trace attention on tensor files (.npy, JSON), and read, convert, compare\n"
+                 "and generate those files",
+                 "attntrace");
+    app.footer(R"(Examples:
+  attntrace sdpa -q data/atcold/q1.npy -k data/atcold/k.npy -v data/atcold/v.npy --scale 0.125 --trace values
+  attntrace mha -q data/bloem/x.npy --heads 2 --params data/bloem/params.safetensors
+  attntrace mha -q x.npy --heads 8 --format json | jq '.head_stats'
+  attntrace random --shape 2,3 -o - | attntrace info -
+
+Exit codes: 0 ok, 1 compare found differences, 2 bad command line, 3 bad input, 4 cannot write
+the output, 70 internal error. `attntrace COMMAND --help` describes each command.)");
     app.set_version_flag("--version", "attntrace " ATTNTRACE_VERSION);
     app.require_subcommand(1);
     setup_info(app);
