@@ -9,8 +9,8 @@ run 0 "$A" --version
 
 run 0 "$A" --help
 [ ! -s "$W/err" ] || fail "--help wrote to stderr"
-commands=$(sed -n '/^Subcommands:/,$p' "$W/out" | awk 'NR > 1 && NF { print $1 }')
-for c in info convert compare random; do
+commands=$(sed -n '/^Subcommands:/,/^$/p' "$W/out" | awk 'NR > 1 && NF { print $1 }')
+for c in info convert compare random sdpa mha; do
     grep -qx "$c" <<<"$commands" || fail "--help does not list $c"
 done
 for c in $commands; do
