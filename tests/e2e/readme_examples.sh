@@ -3,6 +3,8 @@
 # "\" continuation lines) is run from a scratch directory that sees the repository's data/, and
 # what it prints must equal the lines the README shows under it. An example whose shown output
 # is elided ("...") is run for its exit status only. So the documentation cannot drift.
+# Text must match exactly; a number may differ from the README's in its last float32 bits
+# (relative 1e-5), since BLAS kernels round differently from one CPU to another.
 source "$(dirname "$0")/cli_common.bash"
 SRC=${SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 ln -s "$SRC/data" "$W/data"
@@ -35,6 +37,19 @@ while i < len(lines):
             out.pop()
         examples.append((cmd, out))
     i += 1
+NUMBER = re.compile(r"-?\d+\.?\d*(?:[eE][-+]?\d+)?")
+
+
+def same(expected, got):
+    """Equal text, with numbers equal to float32 rounding."""
+    if expected == got:
+        return True
+    if NUMBER.split(expected) != NUMBER.split(got):
+        return False
+    a, b = NUMBER.findall(expected), NUMBER.findall(got)
+    return len(a) == len(b) and all(abs(float(x) - float(y)) <= 1e-7 + 1e-5 * abs(float(x)) for x, y in zip(a, b))
+
+
 failures = 0
 for cmd, expected in examples:
     if " ... " in cmd:  # a shortened command line: not runnable as shown
@@ -46,7 +61,7 @@ for cmd, expected in examples:
         print(f"FAIL (exit {r.returncode}): {cmd}\n{r.stderr}")
     elif any(l.strip() == "..." for l in expected):
         continue  # output elided in the README
-    elif got != expected:
+    elif len(got) != len(expected) or not all(same(e, g) for e, g in zip(expected, got)):
         failures += 1
         print(f"FAIL: {cmd}")
         for e, g in zip(expected + [""] * len(got), got + [""] * len(expected)):
