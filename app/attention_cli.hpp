@@ -26,11 +26,11 @@ struct AttentionFlags {
     std::string max_memory;          // "" = default budget
 };
 
-// Adds the flags both commands take to CMD. STAGES are the command's stage names (for --dump).
+// Adds the flags both commands take to CMD.
 void add_attention_flags(CLI::App& cmd, AttentionFlags& flags);
 
 // One run of sdpa or mha from the flags: the recorder, the core's options, the budget check, and
-// the outputs at the end.
+// the outputs at the end. STAGE_NAMES are the command's stages (--dump checks against them).
 template <class T>
 class AttentionRun {
 public:
@@ -41,7 +41,7 @@ public:
     // The attention mask from the flags (bool when the file's dtype is not a float).
     void load_attn_mask(attntrace::Masks<T>& masks) const;
     // Refuses (exit 3) when the (..., Lq, Lk) buffers this run keeps would exceed --max-memory.
-    // HEAD_ROWS = (number of heads over all batches) x Lq.
+    // PLANE_SHAPE: the shape of one such buffer, (B, H, Lq, Lk) or (..., Lq, Lk).
     void check_budget(const attntrace::Shape& plane_shape) const;
 
     attntrace::AttentionOptions options;

@@ -326,7 +326,6 @@ public:
     ~SingleThreadedBlas() { set_blas_threads(saved_); }
     SingleThreadedBlas(const SingleThreadedBlas&) = delete;
     SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
-    std::size_t saved() const { return saved_; }
 
 private:
     std::size_t saved_;
