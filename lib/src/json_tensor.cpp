@@ -206,7 +206,7 @@ public:
             const Shape& declared = *declared_shape_;
             const std::optional<std::size_t> declared_count = checked_element_count(declared);
             if (!declared_count) {
-                fail("$.shape", shape_string(declared) + " has more elements than fit in 64 bits");
+                fail("$.shape", shape_string(declared) + " has dims whose product passes 2^63");
             }
             // A zero dim hides the dims after it: [[], []] is (2, 0), (2, 0, 3), ...
             const bool empty_prefix = !shape.empty() && shape.back() == 0 && shape.size() < declared.size() &&

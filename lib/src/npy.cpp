@@ -349,7 +349,7 @@ LoadedTensor<T> parse_npy(std::string_view bytes, const std::string& name) {
     const std::string what = shape_string(header.shape) + " " + std::string(dtype_name(header.dtype));
     const std::optional<std::size_t> count = checked_element_count(header.shape);
     std::size_t needed = 0;
-    if (!count) fail(name, "shape " + shape_string(header.shape) + " has more elements than fit in 64 bits");
+    if (!count) fail(name, "shape " + shape_string(header.shape) + " has dims whose product passes 2^63");
     if (__builtin_mul_overflow(*count, itemsize, &needed)) {
         fail(name, "shape " + what + " has more bytes than fit in 64 bits");
     }

@@ -181,7 +181,7 @@ Entry parse_entry(const std::string& file, const std::string& tensor, const json
     }
     for (const json& d : *shape) e.shape.push_back(d.get<std::uint64_t>());
     const std::optional<std::size_t> count = checked_element_count(e.shape);
-    if (!count) fail(file, label + "shape " + shape_string(e.shape) + " has more elements than fit in 64 bits");
+    if (!count) fail(file, label + "shape " + shape_string(e.shape) + " has dims whose product passes 2^63");
     if (__builtin_mul_overflow(*count, e.dtype->size, &e.nbytes)) {
         fail(file, label + "shape " + shape_string(e.shape) + " of " + std::string(e.dtype->name) +
                        " has more bytes than fit in 64 bits");

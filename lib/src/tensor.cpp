@@ -1,6 +1,9 @@
 // The dtype vocabulary and shape helpers declared in tensor.hpp.
 #include "attntrace/tensor.hpp"
 
+#include <cstddef>
+#include <limits>
+
 #include <array>
 
 namespace attntrace {
@@ -71,15 +74,20 @@ std::string shape_string(const Shape& shape) {
 }
 
 std::optional<std::size_t> checked_element_count(const Shape& shape) {
-    // A zero dim makes the count 0 whatever the others are (numpy accepts (0, 2**40, 2**40)).
+    // xtensor keeps strides as signed 64-bit products of the dims, so even an empty tensor
+    // (a zero dim) cannot have dims whose product, zeros counted as 1, passes 2^63 - 1.
+    std::size_t product = 1;
+    bool empty = false;
     for (std::size_t dim : shape) {
-        if (dim == 0) return 0;
+        if (dim == 0) {
+            empty = true;
+            continue;
+        }
+        if (__builtin_mul_overflow(product, dim, &product) ||
+            product > static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()))
+            return std::nullopt;
     }
-    std::size_t count = 1;
-    for (std::size_t dim : shape) {
-        if (__builtin_mul_overflow(count, dim, &count)) return std::nullopt;
-    }
-    return count;
+    return empty ? 0 : product;
 }
 
 }  // namespace attntrace

@@ -48,7 +48,8 @@ std::string shape_string(const Shape& shape);
 template <class S>
 std::string shape_string(const S& shape) { return shape_string(Shape(shape.begin(), shape.end())); }
 
-// The product of the dims, or nullopt when it overflows 64 bits.
+// The product of the dims (0 with a zero dim), or nullopt when the dims, zeros counted as 1,
+// multiply past 2^63 - 1: no tensor, not even an empty one, can be indexed with such dims.
 std::optional<std::size_t> checked_element_count(const Shape& shape);
 
 // Where a tensor came from, as `info` reports it.
