@@ -30,7 +30,10 @@ echo "corpus: $seeds seed files from tests/fixtures, $(find "$corpus" -type f | 
 
 log=$build/fuzz.log
 status=0
-"$build/tests/fuzz/fuzz_tensor" "$corpus" -max_len=65536 -max_total_time="$seconds" -timeout=10 \
+# FUZZ_SEED fixes libFuzzer's random sequence (CI uses it, so its short run is repeatable).
+seed_flag=()
+[ -n "${FUZZ_SEED:-}" ] && seed_flag=(-seed="$FUZZ_SEED")
+"$build/tests/fuzz/fuzz_tensor" "$corpus" "${seed_flag[@]}" -max_len=65536 -max_total_time="$seconds" -timeout=10 \
     -print_final_stats=1 -artifact_prefix="$build/artifacts/" >"$log" 2>&1 || status=$?
 
 runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
