@@ -6,22 +6,11 @@
 #   - every bad input of tests/goldens/mha/bad_cases.json: the exit code, one stderr line
 #     "attntrace: error: ..." naming the shapes, and no output file.
 # Env: ATTNTRACE (binary), SRC (repo root), PYTHON (only used to read the JSON case lists).
-set -euo pipefail
-
-: "${ATTNTRACE:?set ATTNTRACE to the attntrace binary}"
-SRC=${SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-PYTHON=${PYTHON:-/usr/bin/python3}
-ATTNTRACE=$(realpath "$ATTNTRACE")
+source "$(dirname "${BASH_SOURCE[0]}")/golden_common.bash"
 GOLDENS="$SRC/tests/goldens"
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-passed=0
-failed=0
 failed_names=()
 
-fail() {  # name, message...
+fail() {  # name, message... (golden_common's, also remembering the failed case's name)
     local name=$1
     shift
     echo "FAIL $name: $*"

@@ -3,23 +3,9 @@
 # its output and per-head weights are compared with tests/goldens/seeds/NAME_{out,weights}.npy
 # (recorded by data/make_seed_examples.py from the seed notebooks' own code). Every golden must
 # have a README line, so the documentation cannot drift from the tool.
-set -euo pipefail
-
-: "${ATTNTRACE:?set ATTNTRACE to the attntrace binary}"
-SRC=${SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-ATTNTRACE=$(realpath "$ATTNTRACE")
+source "$(dirname "${BASH_SOURCE[0]}")/golden_common.bash"
 README="$SRC/data/README.md"
 GOLDEN="$SRC/tests/goldens/seeds"
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-passed=0
-failed=0
-fail() {
-    echo "FAIL $1: $2"
-    failed=$((failed + 1))
-}
 
 compare() {  # name what actual expected
     if ! "$ATTNTRACE" compare "$3" "$4" --rtol 1e-5 --atol 1e-6 < /dev/null > "$work/compare.txt" 2>&1; then

@@ -15,25 +15,10 @@
 #   2. Each stage's tensor in attntrace's `--trace values` equals torch's str() of that same stage
 #      dumped with --dump STAGE=FILE.npy: the formatting alone, independent of float rounding.
 #   3. The committed goldens are what make_trace_goldens.py writes today (--check).
-set -euo pipefail
-
-: "${ATTNTRACE:?set ATTNTRACE to the attntrace binary}"
-SRC=${SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-PYTHON=${PYTHON:-/usr/bin/python3}
-ATTNTRACE=$(realpath "$ATTNTRACE")
+source "$(dirname "${BASH_SOURCE[0]}")/golden_common.bash"
 README="$SRC/data/README.md"
 GOLDEN="$SRC/tests/goldens/traces"
 "$PYTHON" -c 'import numpy, torch' 2>/dev/null || { echo "SKIP: $PYTHON has no numpy/torch"; exit 77; }
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-passed=0
-failed=0
-fail() {
-    echo "FAIL $1: $2"
-    failed=$((failed + 1))
-}
 
 # explain GOLDEN ACTUAL: one line saying what kind of difference this is; exit 0 when only numbers
 # differ, each within float32 rounding.
