@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "attention_cli.hpp"
+#include "attntrace/atomic_write.hpp"
 #include "attntrace/errors.hpp"
 #include "attntrace/gemm.hpp"
 #include "attntrace/numbers.hpp"
@@ -54,7 +55,7 @@ void run_mha(const MhaFlags& f) {
     std::vector<std::string> inputs{c.query, key_path, value_path, c.attn_mask, f.params, f.key_padding_mask};
     const auto valid_list = f.valid_lens.empty() ? std::nullopt : parse_uint_list(f.valid_lens);
     if (!f.valid_lens.empty() && !valid_list) inputs.push_back(f.valid_lens);
-    run.check_outputs(inputs, {f.save_params});
+    run.check_outputs(inputs, {{"--save-params", f.save_params}});
     if (f.heads == 0) throw attntrace::UsageError("--heads: must be at least 1");
 
     // One load per distinct path: -q x.npy alone is self-attention on one tensor.
@@ -150,23 +151,27 @@ void run_mha(const MhaFlags& f) {
 void setup_mha(CLI::App& app) {
     auto f = std::make_shared<MhaFlags>();
     auto* cmd = app.add_subcommand("mha", "Multi-head attention with projections (torch.nn.MultiheadAttention)");
-    cmd->add_option("-q,--query", f->common.query, "QUERY (B, Lq, Eq) or (Lq, Eq)")->required();
-    cmd->add_option("-k,--key", f->common.key, "KEY (B, Lk, Ek); default QUERY");
-    cmd->add_option("-v,--value", f->common.value, "VALUE (B, Lk, Ev); default KEY");
+    cmd->add_option("-q,--query", f->common.query, "QUERY (B, Lq, Eq) or (Lq, Eq)")->required()->check(file_name());
+    cmd->add_option("-k,--key", f->common.key, "KEY (B, Lk, Ek); default QUERY")->check(file_name());
+    cmd->add_option("-v,--value", f->common.value, "VALUE (B, Lk, Ev); default KEY")->check(file_name());
     cmd->add_option("--heads", f->heads, "number of heads H")->required()->check(positive_integer());
     cmd->add_option("--kv-heads", f->kv_heads, "grouped-query attention: G key/value heads (H % G == 0)")
         ->check(positive_integer());
-    cmd->add_option("--params", f->params, "parameters: .safetensors, .json, or a directory of NAME.npy");
+    cmd->add_option("--params", f->params, "parameters: .safetensors, .json, or a directory of NAME.npy")
+        ->check(file_name());
     cmd->add_option("--prefix", f->prefix, "use only parameter names starting with this prefix (stripped)");
     cmd->add_option("--seed", f->seed, "seed of the random init when there is no --params")->capture_default_str();
     cmd->add_flag("--bias,!--no-bias", f->bias, "random init: with biases (default) or without");
     cmd->add_option("--head-dim", f->head_dim, "random init: P (default E/H)")->check(positive_integer());
     cmd->add_option("--value-head-dim", f->value_head_dim, "random init: Pv (default P)")->check(positive_integer());
     cmd->add_option("--out-dim", f->out_dim, "random init: PO (default E)")->check(positive_integer());
-    cmd->add_option("--save-params", f->save_params, "write the parameters used as .safetensors (PyTorch names)");
+    cmd->add_option("--save-params", f->save_params, "write the parameters used as .safetensors (PyTorch names)")
+        ->check(file_name());
     cmd->add_flag("--no-out-proj", f->no_out_proj, "concatenate the heads with no output projection");
-    cmd->add_option("--key-padding-mask", f->key_padding_mask, "(B, Lk) bool or 0/1: true ignores that key");
-    cmd->add_option("--valid-lens", f->valid_lens, "d2l valid lengths: 3,2 or a (B,) / (B, Lq) file");
+    cmd->add_option("--key-padding-mask", f->key_padding_mask, "(B, Lk) bool or 0/1: true ignores that key")
+        ->check(file_name());
+    cmd->add_option("--valid-lens", f->valid_lens, "d2l valid lengths: 3,2 or a (B,) / (B, Lq) file")
+        ->check(file_name());
     cmd->add_flag("--average-heads", f->average_heads, "--attn-weights averaged over heads (B, Lq, Lk)");
     add_attention_flags(*cmd, f->common);
     cmd->footer(R"(Parameter names are tried in this order: PyTorch's nn.MultiheadAttention state_dict

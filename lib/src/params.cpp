@@ -20,6 +20,7 @@
 #include "attntrace/file_bytes.hpp"
 #include "attntrace/random.hpp"
 #include "attntrace/safetensors.hpp"
+#include "attntrace/sniff.hpp"
 #include "attntrace/tensor_io.hpp"
 
 namespace attntrace {
@@ -109,14 +110,6 @@ Tensors<T> parse_json_params(std::string_view bytes, const std::string& path) {
     return out;
 }
 
-// 8 bytes of header size that fits the file, then '{'.
-bool looks_like_safetensors(std::string_view bytes) {
-    if (bytes.size() < 10 || bytes[8] != '{') return false;
-    std::uint64_t n = 0;
-    for (std::size_t i = 0; i < 8; ++i) n |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
-    return n >= 2 && n <= bytes.size() - 8;
-}
-
 template <class T>
 Tensors<T> read_source(const std::string& path) {
     std::error_code ec;
@@ -125,9 +118,9 @@ Tensors<T> read_source(const std::string& path) {
     const std::string_view bytes = file.bytes();
     if (ends_with_ci(path, ".safetensors")) return parse_safetensors<T>(bytes, path);
     if (ends_with_ci(path, ".json")) return parse_json_params<T>(bytes, path);
-    if (looks_like_safetensors(bytes)) return parse_safetensors<T>(bytes, path);
-    const std::size_t first = bytes.find_first_not_of(" \t\r\n");
-    if (first != std::string_view::npos && bytes[first] == '{') return parse_json_params<T>(bytes, path);
+    const Sniffed format = sniff_format(bytes, bytes.size());
+    if (format == Sniffed::safetensors) return parse_safetensors<T>(bytes, path);
+    if (format == Sniffed::json && bytes[bytes.find_first_not_of(" \t\r\n")] == '{') return parse_json_params<T>(bytes, path);
     fail(path, "not a .safetensors file, a JSON object of name -> nested arrays, or a directory of NAME.npy files");
 }
 
