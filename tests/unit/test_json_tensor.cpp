@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attntrace/errors.hpp"
+#include "attntrace/json_tensor.hpp"
 #include "attntrace/tensor_io.hpp"
 #include "test_helpers.hpp"
 

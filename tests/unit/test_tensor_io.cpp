@@ -25,6 +25,7 @@
 #include "attntrace/errors.hpp"
 #include "attntrace/atomic_write.hpp"
 #include "attntrace/file_bytes.hpp"
+#include "attntrace/json_tensor.hpp"
 #include "attntrace/npy.hpp"
 #include "attntrace/tensor_io.hpp"
 #include "test_helpers.hpp"
