@@ -35,7 +35,7 @@ CLI::Validator file_name() {
         [](std::string& text) -> std::string {
             return text.empty() ? "the file name is empty (give a path, or - for stdin/stdout)" : "";
         },
-        "FILE");
+        "");
 }
 
 CLI::Validator positive_integer(std::uint64_t max) {

@@ -151,6 +151,8 @@ FileBytes FileBytes::open(const std::string& path) {
     FileBytes file;
     file.name_ = path;
     if (path == "-") {
+        struct stat info {};
+        if (::fstat(STDIN_FILENO, &info) == 0) remember(info, path);  // convert - x.npy < x.npy
         file.buffer_ = read_stream(STDIN_FILENO, path);
     } else {
         int fd;

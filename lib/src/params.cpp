@@ -18,6 +18,7 @@
 
 #include "attntrace/errors.hpp"
 #include "attntrace/file_bytes.hpp"
+#include "attntrace/json_tensor.hpp"
 #include "attntrace/random.hpp"
 #include "attntrace/safetensors.hpp"
 #include "attntrace/sniff.hpp"

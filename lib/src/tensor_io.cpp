@@ -9,8 +9,11 @@
 
 #include <sys/stat.h>
 
+#include "attntrace/atomic_write.hpp"
 #include "attntrace/errors.hpp"
 #include "attntrace/file_bytes.hpp"
+#include "attntrace/json_tensor.hpp"
+#include "attntrace/npy.hpp"
 #include "attntrace/sniff.hpp"
 
 namespace attntrace {

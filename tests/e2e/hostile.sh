@@ -56,6 +56,9 @@ error_line "x.npy: refusing to overwrite an input file"
 begin "an output that is an input"
 run 4 "$A" convert x.npy ./x.npy
 error_line "refusing to overwrite an input file"
+begin "an output that is an input"  # stdin redirected from the output
+run 4 "$A" convert - x.npy <x.npy
+error_line "x.npy: refusing to overwrite an input file (-)"
 same pd/in_proj_weight.npy pd.orig/in_proj_weight.npy
 same pd/out_proj.weight.npy pd.orig/out_proj.weight.npy
 same x.npy x.orig

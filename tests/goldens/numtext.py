@@ -14,9 +14,9 @@ CPU, OpenBLAS kernel (OPENBLAS_CORETYPE) or torch build (ATEN_CPU_CAPABILITY) to
   - every other number (a printed float) may differ by
         |expected - actual| <= one unit in the last digit printed + 1e-5 * max(1, |expected|)
     one unit: two results either side of a rounding boundary print one unit apart (0.1235 vs
-    0.1234); 1e-5: float32 sums of O(1) terms in another order, FMA or not, differ by a few
-    hundred float32 ulps at most (eps 1.2e-7), measured up to 1e-7 for printed weights and 9e-8
-    for d2l's values near zero (cancellation) across Prescott, Haswell, SkylakeX and Zen kernels;
+    0.1234); 1e-5 (about 80 float32 ulps of 1.0): float32 sums of O(1) terms in another order,
+    FMA or not; measured across Prescott, Haswell, SkylakeX and Zen kernels: at most 1e-7, and
+    9e-8 = nine units in the last digit of d2l's -3.3891e-04 (a sum that cancels);
   - nan, inf and -inf must be equal.
 A real change of meaning (a wrong mask, softmax over the wrong axis, a changed note) moves numbers
 by far more than that, or changes the text.

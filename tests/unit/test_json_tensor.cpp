@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attntrace/errors.hpp"
+#include "attntrace/json_tensor.hpp"
 #include "attntrace/tensor_io.hpp"
 #include "test_helpers.hpp"
 
@@ -202,7 +203,7 @@ TEST_CASE("NaN, Infinity and -Infinity are read as Python's json module reads th
 }
 
 TEST_CASE("only Python's spellings of non-finite numbers are read, and only where a number goes") {
-    CHECK(parse_error("[1, nan]").starts_with("x.json: invalid JSON at byte 4: "));
+    CHECK(parse_error("[1, nan]").starts_with("x.json: invalid JSON at byte 5: "));  // at the a
     CHECK(parse_error("[inf]").starts_with("x.json: invalid JSON at byte 1: "));
     CHECK(parse_error("[+Infinity]").starts_with("x.json: invalid JSON at byte 1: "));
     CHECK(parse_error("[1NaN]").starts_with("x.json: invalid JSON at byte "));

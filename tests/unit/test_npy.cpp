@@ -322,8 +322,9 @@ TEST_CASE("npy_stated_size: unknown until the header is whole, then the whole fi
             }
         }
     }
-    CHECK_THROWS_WITH_AS(attntrace::npy_stated_size("\x93NUMPY\x02\x00\xff\xff\xff\x7f", "s"),
+    using namespace std::string_view_literals;
+    CHECK_THROWS_WITH_AS(attntrace::npy_stated_size("\x93NUMPY\x02\x00\xff\xff\xff\x7f"sv, "s"),
                          "s: header length 2147483647 is over 1 MiB (numpy writes a few hundred bytes)", InputError);
-    CHECK_THROWS_WITH_AS(attntrace::npy_stated_size("\x93NUMPY\x04\x00", "s"),
+    CHECK_THROWS_WITH_AS(attntrace::npy_stated_size("\x93NUMPY\x04\x00"sv, "s"),
                          "s: unsupported .npy format version 4.0 (expected 1.0, 2.0 or 3.0)", InputError);
 }
