@@ -59,10 +59,7 @@ private:
     std::vector<std::pair<std::string, std::string>> dumps_;  // stage, file
 };
 
-template <class A>
-attntrace::Shape shape_of(const A& array) {
-    return attntrace::Shape(array.shape().begin(), array.shape().end());
-}
+using attntrace::shape_of;
 
 // The JSON trace's "inputs": [{"name", "file", "format", "dtype", "shape"}] for query, key, value.
 template <class T>

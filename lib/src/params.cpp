@@ -44,11 +44,6 @@ constexpr std::size_t names_shown = 8;   // names listed in a "names present" me
     throw ShapeError(source + ": " + what);
 }
 
-template <class T>
-Shape shape_of(const Array<T>& a) {
-    return Shape(a.shape().begin(), a.shape().end());
-}
-
 bool ends_with_ci(const std::string& s, std::string_view suffix) {
     if (s.size() < suffix.size()) return false;
     return std::equal(suffix.begin(), suffix.end(), s.end() - static_cast<std::ptrdiff_t>(suffix.size()),
@@ -295,15 +290,19 @@ constexpr std::array<SchemeTrigger, 4> triggers{{
 
 // ---- shape checks -------------------------------------------------------------------------------
 
+}  // namespace
+
 void check_head_counts(const MhaDims& dims) {
-    if (dims.heads == 0) throw UsageError("--heads: must be at least 1 (got 0)");
-    if (dims.kv_heads == 0) throw UsageError("--kv-heads: must be at least 1 (got 0)");
+    if (dims.heads == 0) throw UsageError("heads: must be at least 1 (got 0)");
+    if (dims.kv_heads == 0) throw UsageError("kv heads: must be at least 1 (got 0)");
     if (dims.heads % dims.kv_heads != 0) {
         const std::string h = std::to_string(dims.heads), g = std::to_string(dims.kv_heads);
-        throw UsageError("--kv-heads: " + h + " query heads cannot share " + g + " kv heads (" + h + " % " + g +
+        throw UsageError("kv heads: " + h + " query heads cannot share " + g + " kv heads (" + h + " % " + g +
                          " != 0)");
     }
 }
+
+namespace {
 
 std::string sym(const char* name, std::size_t value) { return std::string(name) + "=" + std::to_string(value); }
 

@@ -23,7 +23,7 @@ How each golden is made:
       sdpa: scores = q @ kᵀ * scale, masked_scores, weights = softmax, output = weights @ v;
   - each tensor is printed with torch's own str();
   - the header, notes and head statistics follow attntrace's layout (lib/src/trace.cpp,
-    lib/src/attention.cpp, app/cmd_mha.cpp, app/cmd_sdpa.cpp): the header's scale is the shortest
+    lib/src/stage_report.cpp, app/cmd_mha.cpp, app/cmd_sdpa.cpp): the header's scale is the shortest
     form of the float32 scale (std::to_chars: fixed or scientific, whichever is shorter), the head
     statistics come from torch's weights (mean entropy over the non-empty rows of every batch in
     nats, 3 decimals; for the first 8 queries of batch 0 the first key with the most weight and
