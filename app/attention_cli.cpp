@@ -12,6 +12,9 @@
 #include "attntrace/gemm.hpp"
 #include "attntrace/memory.hpp"
 #include "attntrace/tensor_io.hpp"
+#include "attntrace/detectors.hpp"
+#include "attntrace/pooled.hpp"
+#include "attntrace/report.hpp"
 
 using namespace attntrace;
 
@@ -39,6 +42,7 @@ void add_attention_flags(CLI::App& cmd, AttentionFlags& f) {
         ->check(positive_integer(1024));
     cmd.add_option("--max-memory", f.max_memory,
                    "refuse runs whose (Lq, Lk) buffers need more (e.g. 4G; default: half the RAM)");
+    add_picture_flags(cmd, f.pictures, true);
 }
 
 template <class T>
@@ -77,18 +81,20 @@ std::vector<std::pair<std::string, std::string>> parse_dumps(const std::vector<s
     return out;
 }
 
+// "mha data/bloem/x.npy, layer encoder.0., batch 0": the command, the query file, the parameter
+// prefix (the layer, when a checkpoint holds several) and the batch row shown.
+std::string picture_title(const TraceContext& context, const std::string& query, std::size_t batch) {
+    std::string title = context.command + " " + query;
+    const auto prefix = context.options.value("params", nlohmann::json::object()).value("prefix", std::string());
+    if (!prefix.empty()) title += ", layer " + prefix;
+    return title + ", batch " + std::to_string(batch);
+}
+
 bool is_plane_stage(const std::string& s) { return s == "scores" || s == "masked_scores" || s == "weights"; }
 
 std::optional<FileFormat> stdout_format(const std::string& path) {
     if (path == "-") return FileFormat::npy;
     return std::nullopt;
-}
-
-// Colour and Unicode on a terminal only, and never when NO_COLOR is set to anything non-empty
-// (no-color.org).
-bool terminal_style(FILE* stream) {
-    const char* no_color = std::getenv("NO_COLOR");
-    return isatty(fileno(stream)) && (no_color == nullptr || *no_color == '\0');
 }
 
 }  // namespace
@@ -107,20 +113,27 @@ AttentionRun<T>::AttentionRun(const AttentionFlags& flags, const std::vector<std
     options.scale = flags.scale;
     options.need_weights = !flags.attn_weights.empty();
     options.threads = flags.threads;
-    options.row_stats = flags.trace != "none" || flags.format == "json";
+    options.row_stats = flags.trace != "none" || flags.format == "json" || !flags.pictures.report.empty();
+    check_picture_flags(flags.pictures);
+    if (flags.pictures.any()) options.need_weights = true;  // the pictures are pooled from the weights
 }
 
 template <class T>
 void AttentionRun<T>::check_outputs(const std::vector<std::string>& inputs,
                                     const std::vector<std::pair<std::string, std::string>>& extra_outputs) const {
-    std::vector<std::pair<std::string, std::string>> outputs{{"-o", flags_.output}, {"--attn-weights", flags_.attn_weights}};
+    std::vector<std::pair<std::string, std::string>> outputs{{"-o", flags_.output},
+                                                             {"--attn-weights", flags_.attn_weights},
+                                                             {"--plot", flags_.pictures.plot},
+                                                             {"--report", flags_.pictures.report}};
     for (const auto& [stage, file] : dumps_) outputs.emplace_back("--dump " + stage, file);
     outputs.insert(outputs.end(), extra_outputs.begin(), extra_outputs.end());
     std::erase_if(outputs, [](const auto& output) { return output.second.empty(); });
+    std::vector<std::string> read = inputs;  // the token files are read too
+    read.insert(read.end(), {flags_.pictures.labels, flags_.pictures.key_labels});
     std::size_t to_stdout = 0;
     for (const auto& [flag, out] : outputs) {
         if (out == "-") ++to_stdout;
-        ensure_not_an_input(out, inputs);
+        ensure_not_an_input(out, read);
     }
     if (to_stdout > 1) throw UsageError("-o: only one output can go to stdout (-)");
     for (std::size_t i = 0; i < outputs.size(); ++i)
@@ -185,6 +198,9 @@ void AttentionRun<T>::finish(AttentionResult<T>& result, TraceContext context) c
     context.outputs = {{"output", path_or_null(flags_.output)},
                        {"attn_weights", path_or_null(flags_.attn_weights)},
                        {"dumps", dumped}};
+    // The trace goes to stdout unless a tensor does; then to stderr, so pipelines stay clean.
+    bool tensor_on_stdout = flags_.output == "-" || flags_.attn_weights == "-";
+    for (const auto& [stage, file] : dumps_) tensor_on_stdout |= file == "-";
     if (flags_.format == "json") {
         // replace: a file name that is not UTF-8 must not make dump() throw (as info --json)
         std::cout << trace_json(context, recorder.stages(), result.row_stats, result.empty_rows,
@@ -192,18 +208,40 @@ void AttentionRun<T>::finish(AttentionResult<T>& result, TraceContext context) c
                          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                   << '\n'
                   << std::flush;
+        std::cerr << pictures(result, context, stderr) << std::flush;  // stdout holds the JSON
         return;
     }
-    if (flags_.trace == "none") return;
-    // The trace goes to stdout unless a tensor does; then to stderr, so pipelines stay clean.
-    bool tensor_on_stdout = flags_.output == "-" || flags_.attn_weights == "-";
-    for (const auto& [stage, file] : dumps_) tensor_on_stdout |= file == "-";
     FILE* stream = tensor_on_stdout ? stderr : stdout;
-    TextStyle style;
-    style.values = flags_.trace == "values";
-    style.unicode = style.color = terminal_style(stream);
-    const std::string text = render_text_trace(context, recorder.stages(), result.row_stats, style);
+    std::string text;
+    if (flags_.trace != "none") {
+        TextStyle style;
+        style.values = flags_.trace == "values";
+        style.unicode = style.color = terminal_style(stream);
+        text = render_text_trace(context, recorder.stages(), result.row_stats, style);
+    }
+    text += pictures(result, context, stream);
     (tensor_on_stdout ? std::cerr : std::cout) << text << std::flush;
+}
+
+template <class T>
+std::string AttentionRun<T>::pictures(const AttentionResult<T>& result, const TraceContext& context,
+                                      FILE* stream) const {
+    const PictureFlags& f = flags_.pictures;
+    if (!f.any() || !result.weights) return "";
+    const PooledWeights pooled = pool_weights(*result.weights, kPictureCells);
+    const auto labels = load_axis_labels(f, pooled.lq, pooled.lk);
+    std::vector<std::string> roles;
+    for (const auto& scores : detect_heads(*result.weights)) roles.push_back(head_role(scores));
+    if (!f.report.empty()) {
+        TextStyle plain;  // the report shows the text trace without terminal colour
+        plain.values = flags_.trace == "values";
+        const std::string trace = render_text_trace(context, recorder.stages(), result.row_stats, plain);
+        ReportData data{context.header, trace, nlohmann::json::array(), labels.query, labels.key, f.batch};
+        data.head_stats = trace_json(context, std::vector<StageRecord<T>>{}, result.row_stats, result.empty_rows,
+                                     false)["head_stats"];
+        write_file_atomically(f.report, html_report(pooled, data));
+    }
+    return draw_pictures(f, pooled, picture_title(context, flags_.query, f.batch), labels, stream, roles);
 }
 
 template class AttentionRun<float>;

@@ -10,6 +10,7 @@
 #include "attntrace/attention.hpp"
 #include "attntrace/tensor.hpp"
 #include "attntrace/trace.hpp"
+#include "picture_cli.hpp"
 
 struct AttentionFlags {
     std::string query, key, value;
@@ -24,6 +25,7 @@ struct AttentionFlags {
     std::size_t threads = 0;
     std::vector<std::string> dumps;  // STAGE=FILE
     std::string max_memory;          // "" = default budget
+    PictureFlags pictures;           // --heatmap, --plot, --report and their labels
 };
 
 // Adds the flags both commands take to CMD.
@@ -51,10 +53,15 @@ public:
     attntrace::StageRecorder<T> recorder;
 
     // Writes the output, the weights, the dumps, then the trace (stdout, or stderr when a tensor
-    // goes to stdout).
+    // goes to stdout), then the pictures.
     void finish(attntrace::AttentionResult<T>& result, attntrace::TraceContext context) const;
 
 private:
+    // Writes --plot and --report from the run's weights and returns the --heatmap text, coloured
+    // when STREAM (where it goes) is a colour terminal.
+    std::string pictures(const attntrace::AttentionResult<T>& result, const attntrace::TraceContext& context,
+                         FILE* stream) const;
+
     const AttentionFlags& flags_;
     std::vector<std::pair<std::string, std::string>> dumps_;  // stage, file
 };

@@ -95,6 +95,7 @@ the output, 70 internal error. `attntrace COMMAND --help` describes each command
     setup_random(app);
     setup_sdpa(app);
     setup_mha(app);
+    setup_rollout(app);
 
     try {
         app.parse(argc, argv);  // the chosen subcommand's callback runs inside

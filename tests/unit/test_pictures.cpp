@@ -1,0 +1,175 @@
+// Pooling, the colour map, the head detectors, attention rollout and token labels against numpy.
+// References: tests/fixtures/make_picture_fixtures.py -> cli/pictures.json.
+#include <cmath>
+#include <string>
+
+#include <doctest/doctest.h>
+
+#include "attntrace/colormap.hpp"
+#include "attntrace/detectors.hpp"
+#include "attntrace/errors.hpp"
+#include "attntrace/heatmap.hpp"
+#include "attntrace/labels.hpp"
+#include "attntrace/pooled.hpp"
+#include "attntrace/rollout.hpp"
+#include "cli_fixtures.hpp"
+
+using attntrace::Array;
+
+namespace {
+
+const nlohmann::json& fixtures() {
+    static const nlohmann::json doc = cli_fixtures::load("pictures.json");
+    return doc;
+}
+
+Array<double> tensor(const nlohmann::json& t) { return cli_fixtures::tensor(t["shape"], t["data"]); }
+
+// The largest |got - want| over two equally long sequences, and where.
+template <class A, class B>
+void check_max_diff(const A& got, const B& want, std::size_t n, double tolerance, const std::string& what) {
+    double worst = 0;
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const double d = std::abs(double(got[i]) - double(want[i]));
+        if (d > worst || std::isnan(d)) worst = d, at = i;
+    }
+    INFO(what << ": max |diff| " << worst << " at " << at);
+    CHECK(worst <= tolerance);
+}
+
+}  // namespace
+
+TEST_CASE("pooled cells are numpy's block means") {
+    for (const auto& c : fixtures()["pooling"]) {
+        const Array<double> w = tensor(c["weights"]);
+        const Array<double> want = tensor(c["pooled"]);
+        const auto p = attntrace::pool_weights(w, c["max_cells"].get<std::size_t>());
+        CHECK(p.q_block == c["q_block"].get<std::size_t>());
+        CHECK(p.k_block == c["k_block"].get<std::size_t>());
+        REQUIRE(p.cells.size() == want.size());
+        check_max_diff(p.cells, want.data(), want.size(), 1e-6, "pooled " + attntrace::shape_string(w.shape()));
+    }
+}
+
+TEST_CASE("repooling pooled cells gives the mean of the original weights") {
+    const auto& c = fixtures()["pooling"][1];  // (1, 2, 37, 50)
+    const Array<double> w = tensor(c["weights"]);
+    const auto fine = attntrace::pool_weights(w, 16);
+    const auto coarse = attntrace::repool(fine, 5, 5);
+    // repool's blocks are whole fine cells: q 3 * ceil(13 / 5) = 9, k 4 * ceil(13 / 5) = 12
+    CHECK(coarse.q_block == 9);
+    CHECK(coarse.k_block == 12);
+    Array<double> ref = Array<double>::from_shape({1, 2, coarse.rows, coarse.cols});
+    for (std::size_t h = 0; h < 2; ++h)
+        for (std::size_t r = 0; r < coarse.rows; ++r)
+            for (std::size_t col = 0; col < coarse.cols; ++col) {
+                double sum = 0;
+                for (std::size_t i = r * 9; i < std::min<std::size_t>(37, r * 9 + 9); ++i)
+                    for (std::size_t j = col * 12; j < std::min<std::size_t>(50, col * 12 + 12); ++j) sum += w(0, h, i, j);
+                ref(0, h, r, col) = sum / double(coarse.rows_in(r) * coarse.cols_in(col));
+            }
+    check_max_diff(coarse.cells, ref.data(), ref.size(), 1e-6, "repooled");
+}
+
+TEST_CASE("a pooled grid never exceeds its cell bound") {
+    const auto p = attntrace::pooled_grid({2, 4}, 32768, 32768, 1024);
+    CHECK(p.rows == 1024);
+    CHECK(p.cols == 1024);
+    CHECK(p.q_block == 32);
+    CHECK(attntrace::pooled_grid({1}, 1025, 3, 1024).rows == 513);  // block 2
+    CHECK_THROWS_AS(attntrace::pool_block(5, 0), attntrace::UsageError);
+}
+
+TEST_CASE("viridis gives matplotlib's colour for each value") {
+    for (const auto& c : fixtures()["colours"]) {
+        const double t = cli_fixtures::number(c["t"]);
+        const attntrace::Rgb got = attntrace::viridis(t);
+        INFO("t = " << t);
+        CHECK(int(got.r) == c["rgb"][0].get<int>());
+        CHECK(int(got.g) == c["rgb"][1].get<int>());
+        CHECK(int(got.b) == c["rgb"][2].get<int>());
+    }
+    CHECK(attntrace::viridis(std::nan("")) == attntrace::viridis(0.0));
+    CHECK(attntrace::hex_colour(attntrace::viridis(0.0)) == "#440154");
+}
+
+TEST_CASE("the ASCII ramp goes from space to @") {
+    CHECK(attntrace::ramp_char(0.0, 1.0) == ' ');
+    CHECK(attntrace::ramp_char(1.0, 1.0) == '@');
+    CHECK(attntrace::ramp_char(0.5, 0.5) == '@');
+    CHECK(attntrace::ramp_char(0.01, 1.0) == ' ');
+    CHECK(attntrace::ramp_char(0.5, 1.0) == '+');  // level round(0.5 * 9) = 5 of " .:-=+*#%@"
+    CHECK(attntrace::ramp_char(0.3, 0.0) == ' ');  // an all-zero picture
+}
+
+TEST_CASE("head detectors match numpy, NaN where a head has no such key") {
+    for (const auto& c : fixtures()["detectors"]) {
+        const Array<double> w = tensor(c["weights"]);
+        const auto got = attntrace::detect_heads(w);
+        REQUIRE(got.size() == c["heads"].size());
+        for (std::size_t h = 0; h < got.size(); ++h) {
+            const auto& want = c["heads"][h];
+            const double g[] = {got[h].previous_token, got[h].diagonal, got[h].first_token, got[h].max_weight};
+            const char* names[] = {"previous_token", "diagonal", "first_token", "max_weight"};
+            for (int k = 0; k < 4; ++k) {
+                const double e = cli_fixtures::number(want[names[k]]);
+                INFO("head " << h << " " << names[k] << ": got " << g[k] << ", numpy " << e);
+                if (std::isnan(e)) CHECK(std::isnan(g[k]));
+                else CHECK(std::abs(g[k] - e) <= 1e-12);
+            }
+        }
+    }
+}
+
+TEST_CASE("heads are named by the first score past the threshold") {
+    const auto& c = fixtures()["detectors"][0];  // head 1: previous-token, head 2: a sink on token 0
+    const auto got = attntrace::detect_heads(tensor(c["weights"]));
+    CHECK(attntrace::head_role(got[0]) == "");
+    CHECK(attntrace::head_role(got[1]) == "previous-token");
+    CHECK(attntrace::head_role(got[2]) == "sink");
+    attntrace::HeadScores diagonal;
+    diagonal.diagonal = 0.9;
+    CHECK(attntrace::head_role(diagonal) == "diagonal");
+}
+
+TEST_CASE("rollout matches numpy's product of residual-averaged layers") {
+    for (const auto& c : fixtures()["rollout"]) {
+        std::vector<Array<double>> layers;
+        std::vector<std::string> names;
+        for (const auto& l : c["layers"]) {
+            layers.push_back(tensor(l));
+            names.push_back("w" + std::to_string(names.size()) + ".npy");
+        }
+        const Array<double> want = tensor(c["rollout"]);
+        const Array<double> got = attntrace::attention_rollout(layers, names);
+        REQUIRE(attntrace::shape_string(got.shape()) == attntrace::shape_string(want.shape()));
+        check_max_diff(got.data(), want.data(), want.size(), 1e-12, "rollout");
+    }
+}
+
+TEST_CASE("rollout refuses layers that do not line up") {
+    const auto a = Array<double>::from_shape({2, 3, 4, 4});
+    auto b = Array<double>::from_shape({2, 3, 5, 5});
+    std::fill(b.begin(), b.end(), 0.2);
+    Array<double> a1 = a;
+    std::fill(a1.begin(), a1.end(), 0.25);
+    CHECK_THROWS_WITH_AS(attntrace::attention_rollout<double>({a1, b}, {"w0.npy", "w1.npy"}),
+                         "w1.npy: shape (2, 3, 5, 5) does not match w0.npy's (2, 3, 4, 4) (the same batch and length are needed)",
+                         attntrace::ShapeError);
+    auto bad = a1;
+    bad(0, 0, 0, 0) = -1;
+    CHECK_THROWS_AS(attntrace::attention_rollout<double>({bad}, {"w0.npy"}), attntrace::InputError);
+    CHECK_THROWS_AS(attntrace::attention_rollout<double>({Array<double>::from_shape({3, 4})}, {"w.npy"}),
+                    attntrace::ShapeError);
+}
+
+TEST_CASE("labels are lines of text or a JSON array of strings") {
+    using attntrace::parse_labels;
+    CHECK(parse_labels("the\ncat\r\nsat\n", "t.txt") == std::vector<std::string>{"the", "cat", "sat"});
+    CHECK(parse_labels("a\n\nb", "t.txt") == std::vector<std::string>{"a", "", "b"});
+    CHECK(parse_labels(" [\"<s>\", \"x\"]", "t.json") == std::vector<std::string>{"<s>", "x"});
+    CHECK_THROWS_WITH_AS(parse_labels("[\"a\", 3]", "t.json"), "t.json: label 1 is 3, expected a string",
+                         attntrace::InputError);
+    CHECK_THROWS_AS(parse_labels("[\"a\"", "t.json"), attntrace::InputError);
+}
