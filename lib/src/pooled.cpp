@@ -77,6 +77,25 @@ PooledWeights repool(const PooledWeights& p, std::size_t max_rows, std::size_t m
     return out;
 }
 
+PooledSums::PooledSums(Shape lead, std::size_t lq, std::size_t lk, std::size_t max_cells)
+    : grid_(pooled_grid(std::move(lead), lq, lk, max_cells)), locks_(64) {}
+
+void PooledSums::add_row(std::size_t n, std::size_t i, const double* bins) {
+    const std::size_t r = i / grid_.q_block;
+    float* cells = grid_.plane(n) + r * grid_.cols;
+    const std::lock_guard<std::mutex> lock(locks_[(n * grid_.rows + r) % locks_.size()]);
+    for (std::size_t c = 0; c < grid_.cols; ++c) cells[c] += float(bins[c]);
+}
+
+PooledWeights PooledSums::finish() && {
+    for (std::size_t n = 0; n < grid_.count(); ++n) {
+        float* p = grid_.plane(n);
+        for (std::size_t r = 0; r < grid_.rows; ++r)
+            for (std::size_t c = 0; c < grid_.cols; ++c) p[r * grid_.cols + c] /= float(grid_.rows_in(r) * grid_.cols_in(c));
+    }
+    return std::move(grid_);
+}
+
 std::vector<float> mean_over_heads(const PooledWeights& p, std::size_t batch) {
     std::vector<float> mean(p.rows * p.cols, 0.0f);
     const std::size_t h = p.heads();

@@ -24,6 +24,25 @@ const StageRecord<T>* StageRecorder<T>::find(std::string_view name) const {
     return nullptr;
 }
 
+namespace {
+
+// Head H's detector means over its non-empty rows of every batch (NaN where no row has the key, or
+// when the core recorded no detector values).
+HeadScores head_scores(const RowStats& stats, std::size_t h, std::size_t heads, std::size_t batches) {
+    const std::size_t lq = stats.shape.back();
+    HeadScoreSums sums(1);
+    if (stats.first_token.size() != stats.argmax.size()) return sums.means()[0];
+    for (std::size_t b = 0; b < batches; ++b)
+        for (std::size_t i = 0; i < lq; ++i) {
+            const std::size_t row = (b * heads + h) * lq + i;
+            if (stats.argmax[row] < 0) continue;
+            sums.add(0, {stats.previous_token[row], stats.diagonal[row], stats.first_token[row], stats.max_weight[row]});
+        }
+    return sums.means()[0];
+}
+
+}  // namespace
+
 std::vector<HeadSummary> summarize_heads(const RowStats& stats, std::size_t max_queries) {
     const Shape& shape = stats.shape;
     if (shape.empty()) return {};
@@ -47,6 +66,8 @@ std::vector<HeadSummary> summarize_heads(const RowStats& stats, std::size_t max_
                 ++rows;
             }
         s.mean_entropy = rows ? sum / double(rows) : 0.0;
+        s.scores = head_scores(stats, h, heads, batches);
+        s.role = head_role(s.scores);
         for (std::size_t i = 0; i < std::min(lq, max_queries) && batches > 0; ++i) {
             const std::size_t row = h * lq + i;
             s.top.push_back({i, stats.argmax[row], stats.max_weight[row], stats.entropy[row]});
@@ -106,6 +127,25 @@ std::string weight_text(double w) {
 
 nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
+// "head 1  previous_token 0.912  diagonal 0.050  first_token 0.020  max_weight 0.930  previous-token"
+std::string detector_lines(const RowStats& stats, const std::string& bold, const std::string& dim,
+                           const std::string& reset) {
+    std::string out = bold + "head detectors" + reset + dim +
+                      ": means over batch and query rows of w[i, i-1], w[i, i], w[i, 0] and the row maximum; a head is "
+                      "named when its score reaches " + fixed(kRoleThreshold, 1) + reset + "\n";
+    auto score = [](const char* name, double v) {
+        return std::string("  ") + name + " " + (std::isnan(v) ? std::string("-") : fixed(v, 3));
+    };
+    for (const auto& h : summarize_heads(stats, 0)) {
+        out += "head " + std::to_string(h.head) + " " + score("previous_token", h.scores.previous_token) +
+               score("diagonal", h.scores.diagonal) + score("first_token", h.scores.first_token) +
+               score("max_weight", h.scores.max_weight);
+        if (!h.role.empty()) out += "  " + bold + h.role + reset;
+        out += "\n";
+    }
+    return out;
+}
+
 }  // namespace
 
 template <class T>
@@ -162,6 +202,7 @@ std::string render_text_trace(const TraceContext& context, const std::vector<Sta
             }
             out += "\n";
         }
+        if (!row_stats->first_token.empty()) out += detector_lines(*row_stats, bold, dim, reset);
     }
     return out;
 }
@@ -199,8 +240,15 @@ nlohmann::json trace_json(const TraceContext& context, const std::vector<StageRe
                                {"key", t.key < 0 ? nlohmann::json() : nlohmann::json(t.key)},
                                {"weight", t.weight},
                                {"entropy", t.entropy}});
-            heads.push_back(
-                {{"head", h.head}, {"mean_entropy", h.mean_entropy}, {"empty_rows", h.empty_rows}, {"top", top}});
+            heads.push_back({{"head", h.head},
+                             {"mean_entropy", h.mean_entropy},
+                             {"empty_rows", h.empty_rows},
+                             {"previous_token", finite_or_null(h.scores.previous_token)},
+                             {"diagonal", finite_or_null(h.scores.diagonal)},
+                             {"first_token", finite_or_null(h.scores.first_token)},
+                             {"max_weight", finite_or_null(h.scores.max_weight)},
+                             {"role", h.role.empty() ? nlohmann::json() : nlohmann::json(h.role)},
+                             {"top", top}});
         }
     }
     doc["head_stats"] = std::move(heads);

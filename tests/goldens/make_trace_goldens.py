@@ -65,6 +65,11 @@ def head_stats_title(batched):
             (" of batch 0" if batched else "") + ", the key with the most weight")
 
 
+DETECTORS_TITLE = ("head detectors: means over batch and query rows of w[i, i-1], w[i, i], w[i, 0] and the "
+                   "row maximum; a head is named when its score reaches 0.5")
+ROLE_THRESHOLD = 0.5  # kRoleThreshold in lib/include/attntrace/detectors.hpp
+
+
 def weight_text(w):
     """2 decimals, or 2 significant digits below 0.01 (attntrace's weight_text)."""
     return f"{w:.2f}" if w >= 0.01 or w == 0 else f"{w:.1e}"
@@ -278,6 +283,36 @@ def head_statistics(weights, batched):
     return lines
 
 
+def head_detectors(weights):
+    """WEIGHTS (batches, H, Lq, Lk) -> the head detector lines: per head the means, over every
+    batch and non-empty query row, of w[i, i-1] (i >= 1), w[i, i] (Lq == Lk only), w[i, 0] and the
+    row maximum, 3 decimals ("-" when no row has that key), then the role the first score past the
+    threshold names (previous-token, sink, diagonal)."""
+    w = weights.double()
+    lq, lk = w.shape[-2:]
+    i = torch.arange(lq)
+    nonempty = (w > 0).any(dim=-1)                                                    # (batches, H, Lq)
+    prev = w[..., i, (i - 1).clamp(min=0, max=lk - 1)]                                # (batches, H, Lq)
+    diag = w[..., i, i.clamp(max=lk - 1)]
+    first, top = w[..., 0], w.max(dim=-1).values
+    has_prev = (i >= 1) & (i - 1 < lk)
+    lines = [DETECTORS_TITLE]
+    for h in range(w.shape[1]):
+        rows = nonempty[:, h]
+        mean = lambda v, ok: float(v[:, h][ok].mean()) if ok.any() else math.nan
+        scores = [mean(prev, rows & has_prev), mean(diag, rows) if lq == lk else math.nan,
+                  mean(first, rows), mean(top, rows)]
+        text = lambda v: "-" if math.isnan(v) else f"{v:.3f}"
+        line = f"head {h}  " + "  ".join(f"{n} {text(v)}" for n, v in
+                                         zip(("previous_token", "diagonal", "first_token", "max_weight"), scores))
+        for role, v in (("previous-token", scores[0]), ("sink", scores[2]), ("diagonal", scores[1])):
+            if not math.isnan(v) and v >= ROLE_THRESHOLD:
+                line += "  " + role
+                break
+        lines.append(line)
+    return lines
+
+
 def render(header, stages, weights, values, batched):
     name_w = max(len(s.name) for s in stages)
     shape_w = max(len(shape_str(s.tensor.shape)) for s in stages)
@@ -287,6 +322,7 @@ def render(header, stages, weights, values, batched):
         if values and not s.same_as:
             out.append(str(s.tensor))
     out += head_statistics(weights, batched)
+    out += head_detectors(weights)
     return "\n".join(out) + "\n"
 
 

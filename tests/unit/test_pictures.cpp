@@ -72,6 +72,25 @@ TEST_CASE("repooling pooled cells gives the mean of the original weights") {
     check_max_diff(coarse.cells, ref.data(), ref.size(), 1e-6, "repooled");
 }
 
+TEST_CASE("pooled sums built row by row equal numpy's block means") {
+    for (const auto& c : fixtures()["pooling"]) {
+        const Array<double> w = tensor(c["weights"]);
+        const Array<double> want = tensor(c["pooled"]);
+        const std::size_t rank = w.dimension(), lq = w.shape()[rank - 2], lk = w.shape()[rank - 1];
+        attntrace::PooledSums sums(attntrace::Shape(w.shape().begin(), w.shape().end() - 2), lq, lk,
+                                   c["max_cells"].get<std::size_t>());
+        const std::size_t kb = sums.grid().k_block, cols = sums.grid().cols;
+        for (std::size_t n = 0; n < w.size() / (lq * lk); ++n)
+            for (std::size_t i = lq; i-- > 0;) {  // any order
+                std::vector<double> bins(cols, 0.0);
+                for (std::size_t j = 0; j < lk; ++j) bins[j / kb] += w.data()[(n * lq + i) * lk + j];
+                sums.add_row(n, i, bins.data());
+            }
+        const auto p = std::move(sums).finish();
+        check_max_diff(p.cells, want.data(), want.size(), 1e-6, "pooled row by row");
+    }
+}
+
 TEST_CASE("a pooled grid never exceeds its cell bound") {
     const auto p = attntrace::pooled_grid({2, 4}, 32768, 32768, 1024);
     CHECK(p.rows == 1024);

@@ -48,6 +48,9 @@ struct RowStats {
     std::vector<double> entropy;      // -sum_j w_j ln w_j, in nats; 0 for an empty row, NaN for a NaN row
     std::vector<std::int64_t> argmax; // the key with the most weight (first of ties); -1 if empty or NaN
     std::vector<double> max_weight;   // its weight; 0 if empty, NaN for a NaN row
+    // The head detectors' per-row values (detectors.hpp): w[i, i-1], w[i, i] (square planes only),
+    // w[i, 0]; NaN where the row has no such key, and for an empty or NaN row.
+    std::vector<double> previous_token{}, diagonal{}, first_token{};
 };
 
 template <class T>

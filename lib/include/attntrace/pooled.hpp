@@ -8,6 +8,7 @@
 // may cover fewer). A block is ceil(length / max_cells): equal blocks, so a header can say "one
 // cell = 4 queries x 4 keys".
 #include <cstddef>
+#include <mutex>
 #include <vector>
 
 #include "attntrace/tensor.hpp"
@@ -43,6 +44,22 @@ PooledWeights pool_weights(const Array<T>& weights, std::size_t max_cells);
 // P pooled further to at most MAX_ROWS x MAX_COLS cells: each new cell is the exact mean of the
 // original weights it covers (cells are weighted by how many weights they hold).
 PooledWeights repool(const PooledWeights& p, std::size_t max_rows, std::size_t max_cols);
+
+// Pooled weights built one weight row at a time, from any number of threads: for the tiled path,
+// which never holds a whole (Lq, Lk) plane. Each row brings its weights already summed per key
+// bin (cols sums); finish() turns the sums into means.
+class PooledSums {
+public:
+    PooledSums(Shape lead, std::size_t lq, std::size_t lk, std::size_t max_cells);
+    const PooledWeights& grid() const { return grid_; }
+    // Row I of plane N: BINS (cols) holds sum_j w[n, i, j] over each key bin's keys.
+    void add_row(std::size_t n, std::size_t i, const double* bins);
+    PooledWeights finish() &&;
+
+private:
+    PooledWeights grid_;               // cells hold sums until finish()
+    std::vector<std::mutex> locks_;    // striped over (n, cell row)
+};
 
 // The mean over the heads of batch B: (rows, cols).
 std::vector<float> mean_over_heads(const PooledWeights& p, std::size_t batch);

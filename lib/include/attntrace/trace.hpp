@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attntrace/attention.hpp"
+#include "attntrace/detectors.hpp"
 #include "attntrace/observer.hpp"
 #include "attntrace/tensor.hpp"
 
@@ -60,6 +61,8 @@ struct HeadSummary {
         double entropy = 0;
     };
     std::vector<Top> top;         // queries 0 .. min(Lq, max_queries) - 1 of batch 0
+    HeadScores scores;            // the head detectors (NaN: no row had that key, or no detector rows)
+    std::string role;             // head_role(scores): "previous-token", "sink", "diagonal" or ""
 };
 std::vector<HeadSummary> summarize_heads(const RowStats& stats, std::size_t max_queries);
 
@@ -87,7 +90,9 @@ std::string render_text_trace(const TraceContext& context, const std::vector<Sta
 // The JSON trace: {"command", "options", "inputs", "stages": [{"name", "shape", "note",
 // "attributes", "stats": {"min", "max", "mean" (over the finite values), "nan", "inf"} or null,
 // "data" (with_values)}], "head_stats":
-// [{"head", "mean_entropy", "empty_rows", "top": [{"query", "key", "weight", "entropy"}]}],
+// [{"head", "mean_entropy", "empty_rows", "previous_token", "diagonal", "first_token", "max_weight"
+// (null when no row has that key), "role" (null when none), "top": [{"query", "key", "weight",
+// "entropy"}]}],
 // "empty_rows", "outputs"}. Stage stats need the stage's values, which the JSON trace keeps.
 template <class T>
 nlohmann::json trace_json(const TraceContext& context, const std::vector<StageRecord<T>>& stages,
