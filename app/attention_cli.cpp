@@ -119,6 +119,14 @@ AttentionRun<T>::AttentionRun(const AttentionFlags& flags, const std::vector<std
 }
 
 template <class T>
+void AttentionRun<T>::enable_progress(std::size_t planes, std::size_t lq, std::size_t lk, std::size_t p) {
+    const std::size_t threads = flags_.threads ? flags_.threads : available_cores();
+    if (!want_progress(expected_seconds(planes, lq, lk, p, threads))) return;
+    progress_ = std::make_unique<ProgressBar>(true);
+    options.progress = [bar = progress_.get()](std::size_t done, std::size_t total) { bar->update(done, total); };
+}
+
+template <class T>
 void AttentionRun<T>::check_outputs(const std::vector<std::string>& inputs,
                                     const std::vector<std::pair<std::string, std::string>>& extra_outputs) const {
     std::vector<std::pair<std::string, std::string>> outputs{{"-o", flags_.output},
@@ -184,6 +192,7 @@ void AttentionRun<T>::check_budget(const Shape& plane_shape) const {
 
 template <class T>
 void AttentionRun<T>::finish(AttentionResult<T>& result, TraceContext context) const {
+    progress_.reset();
     if (!flags_.output.empty()) save_tensor(flags_.output, result.output, stdout_format(flags_.output));
     if (!flags_.attn_weights.empty() && result.weights)
         save_tensor(flags_.attn_weights, *result.weights, stdout_format(flags_.attn_weights));

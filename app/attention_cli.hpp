@@ -1,6 +1,7 @@
 #pragma once
 // What sdpa and mha share on the command line: the flags, loading the attention mask, the memory
 // budget, and writing the outputs, the dumps and the trace.
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "attntrace/tensor.hpp"
 #include "attntrace/trace.hpp"
 #include "picture_cli.hpp"
+#include "progress.hpp"
 
 struct AttentionFlags {
     std::string query, key, value;
@@ -52,6 +54,10 @@ public:
     attntrace::AttentionOptions options;
     attntrace::StageRecorder<T> recorder;
 
+    // A progress bar on stderr (a terminal only) when PLANES x (LQ, LK) with head dim P is expected
+    // to take over a second.
+    void enable_progress(std::size_t planes, std::size_t lq, std::size_t lk, std::size_t p);
+
     // Writes the output, the weights, the dumps, then the trace (stdout, or stderr when a tensor
     // goes to stdout), then the pictures.
     void finish(attntrace::AttentionResult<T>& result, attntrace::TraceContext context) const;
@@ -62,6 +68,7 @@ private:
     std::string pictures(const attntrace::AttentionResult<T>& result, const attntrace::TraceContext& context,
                          FILE* stream) const;
 
+    mutable std::unique_ptr<ProgressBar> progress_;  // erased (reset) before the trace prints
     const AttentionFlags& flags_;
     std::vector<std::pair<std::string, std::string>> dumps_;  // stage, file
 };

@@ -91,8 +91,10 @@ void run_mha(const MhaFlags& f) {
     const auto params = resolve_params<T>(f, dims);
     if (query.array.dimension() >= 2 && key.array.dimension() >= 2) {
         const std::size_t batch = query.array.dimension() == 3 ? query.array.shape()[0] : 1;
-        run.check_budget({batch, f.heads, query.array.shape()[query.array.dimension() - 2],
-                          key.array.shape()[key.array.dimension() - 2]});
+        const std::size_t lq = query.array.shape()[query.array.dimension() - 2];
+        const std::size_t lk = key.array.shape()[key.array.dimension() - 2];
+        run.check_budget({batch, f.heads, lq, lk});
+        run.enable_progress(batch * f.heads, lq, lk, dims.query_dim / f.heads);
     }
 
     run.options.average_heads = f.average_heads;

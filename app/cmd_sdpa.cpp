@@ -23,6 +23,9 @@ void run_sdpa(const AttentionFlags& f) {
         attntrace::Shape plane = shape_of(q.array);
         plane.back() = k.array.shape()[k.array.dimension() - 2];
         run.check_budget(plane);
+        std::size_t planes = 1;
+        for (std::size_t d = 0; d + 2 < plane.size(); ++d) planes *= plane[d];
+        run.enable_progress(planes, plane[plane.size() - 2], plane.back(), q.array.shape().back());
     }
     run.options.query_name = f.query, run.options.key_name = f.key, run.options.value_name = f.value;
     auto result = attntrace::sdpa(q.array, k.array, v.array, masks, run.options, &run.recorder);

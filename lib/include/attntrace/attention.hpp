@@ -15,6 +15,7 @@
 // when V holds NaN or Inf); a row with a NaN among its allowed scores is NaN, as in PyTorch.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 #include "attntrace/masks.hpp"
 #include "attntrace/observer.hpp"
 #include "attntrace/params.hpp"
+#include "attntrace/pooled.hpp"
 #include "attntrace/tensor.hpp"
 
 namespace attntrace {
@@ -32,6 +34,9 @@ struct AttentionOptions {
     bool average_heads = false;    // mha: average the weights over heads, as PyTorch's default
     bool row_stats = false;        // per query row: entropy and most-attended key (head statistics)
     std::size_t threads = 0;       // 0: every core this process may use
+    std::size_t pooled_cells = 0;  // > 0: AttentionResult::pooled, at most this many cells per axis
+    // Called as (done, total) from the worker threads while scores -> context runs (a progress bar).
+    std::function<void(std::size_t, std::size_t)> progress;
     std::string query_name = "query", key_name = "key", value_name = "value";
 };
 
@@ -61,6 +66,7 @@ struct AttentionResult {
     std::size_t empty_rows = 0;     // query rows (over every head) whose keys are all masked
     HeadSizes sizes;                // mha: P, Pv, PO
     std::optional<RowStats> row_stats;  // with options.row_stats
+    std::optional<PooledWeights> pooled;  // with options.pooled_cells: per head, (B, H) or Q's leading dims
 };
 
 // Q (..., Lq, E), K (..., Lk, E), V (..., Lk, Ev), equal leading dims.
