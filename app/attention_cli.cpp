@@ -12,7 +12,6 @@
 #include "attntrace/gemm.hpp"
 #include "attntrace/memory.hpp"
 #include "attntrace/tensor_io.hpp"
-#include "attntrace/detectors.hpp"
 #include "attntrace/pooled.hpp"
 #include "attntrace/report.hpp"
 
@@ -113,9 +112,11 @@ AttentionRun<T>::AttentionRun(const AttentionFlags& flags, const std::vector<std
     options.scale = flags.scale;
     options.need_weights = !flags.attn_weights.empty();
     options.threads = flags.threads;
-    options.row_stats = flags.trace != "none" || flags.format == "json" || !flags.pictures.report.empty();
     check_picture_flags(flags.pictures);
-    if (flags.pictures.any()) options.need_weights = true;  // the pictures are pooled from the weights
+    // The pictures use weights pooled inside the core (never the (Lq, Lk) weights), and the head
+    // detectors name the heads in the heatmap headers.
+    options.row_stats = flags.trace != "none" || flags.format == "json" || flags.pictures.any();
+    if (flags.pictures.any()) options.pooled_cells = kPictureCells;
 }
 
 template <class T>
@@ -236,11 +237,12 @@ template <class T>
 std::string AttentionRun<T>::pictures(const AttentionResult<T>& result, const TraceContext& context,
                                       FILE* stream) const {
     const PictureFlags& f = flags_.pictures;
-    if (!f.any() || !result.weights) return "";
-    const PooledWeights pooled = pool_weights(*result.weights, kPictureCells);
+    if (!f.any() || !result.pooled) return "";
+    const PooledWeights& pooled = *result.pooled;
     const auto labels = load_axis_labels(f, pooled.lq, pooled.lk);
     std::vector<std::string> roles;
-    for (const auto& scores : detect_heads(*result.weights)) roles.push_back(head_role(scores));
+    if (result.row_stats)
+        for (const auto& h : summarize_heads(*result.row_stats, 0)) roles.push_back(h.role);
     if (!f.report.empty()) {
         TextStyle plain;  // the report shows the text trace without terminal colour
         plain.values = flags_.trace == "values";

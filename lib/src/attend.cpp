@@ -8,6 +8,7 @@
 // row NaN, as in PyTorch, and such a row is not empty.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -15,6 +16,8 @@
 #include "attntrace/gemm.hpp"
 #include "attntrace/threads.hpp"
 #include "softmax_kernels.hpp"
+#include "tile_pictures.hpp"
+#include "attntrace/detectors.hpp"
 
 namespace attntrace::stages {
 namespace {
@@ -84,10 +87,16 @@ RowKind softmax(T* w, std::size_t lk) {
     return RowKind::allowed;
 }
 
-// Row ROW's statistics from its weights W (Lk): entropy, most-attended key, its weight. An empty
-// row: 0, -1, 0; a NaN row: NaN, -1, NaN.
+// Row ROW (query I) statistics from its weights W (Lk): entropy, most-attended key, its weight, the
+// detector values (SQUARE: Lq == Lk). An empty row: 0, -1, 0; a NaN row: NaN, -1, NaN.
 template <class T>
-void record_row_stats(RowStats& stats, std::size_t row, const T* w, std::size_t lk, RowKind kind) {
+void record_row_stats(RowStats& stats, std::size_t row, const T* w, std::size_t lk, RowKind kind, std::size_t i,
+                      bool square) {
+    if (kind == RowKind::allowed && !std::isnan(w[0])) {  // the detectors: NaN (preset) for other rows
+        const RowScores d = row_scores(w, i, lk, square);
+        stats.previous_token[row] = d.previous_token, stats.diagonal[row] = d.diagonal;
+        stats.first_token[row] = d.first_token;
+    }
     double entropy = 0, best = 0;
     std::int64_t arg = -1;
     for (std::size_t j = 0; kind == RowKind::allowed && j < lk; ++j) {
@@ -100,6 +109,15 @@ void record_row_stats(RowStats& stats, std::size_t row, const T* w, std::size_t 
     stats.entropy[row] = entropy;
     stats.argmax[row] = arg;
     stats.max_weight[row] = best;
+}
+
+// Row I of plane N, weights W (Lk), into the pooled grid.
+template <class T>
+void pool_row(PooledSums& pooled, std::size_t n, std::size_t i, const T* w, std::size_t lk) {
+    const std::size_t kb = pooled.grid().k_block;
+    std::vector<double> bins(pooled.grid().cols, 0.0);
+    for (std::size_t j = 0; j < lk; ++j) bins[j / kb] += double(w[j]);
+    pooled.add_row(n, i, bins.data());
 }
 
 // The block's rows over every key at once, S (rows, Lk) being its rows of the weights buffer.
@@ -117,7 +135,10 @@ std::size_t attend_block(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T sca
         const RowKind kind = softmax(s + r * lk, lk);
         empty[r] = kind == RowKind::empty;
         empties += empty[r];
-        if (kept.stats) record_row_stats(*kept.stats, blk.n * hb.lq + blk.i0 + r, s + r * lk, lk, kind);
+        if (kept.stats)
+            record_row_stats(*kept.stats, blk.n * hb.lq + blk.i0 + r, s + r * lk, lk, kind, blk.i0 + r, hb.lq == lk);
+        if (kept.pooled && kind == RowKind::allowed && !std::isnan(s[r * lk]))  // a NaN row adds nothing
+            pool_row(*kept.pooled, blk.n, blk.i0 + r, s + r * lk, lk);
     }
     context(hb, blk, 0, lk, s, T(0));
     for (std::size_t r = 0; r < blk.rows; ++r)  // zero weights · a NaN or Inf in V: still zero
@@ -135,6 +156,7 @@ struct TileScratch {
     std::vector<T> row_sum;  // (rows) running sum l of exp(score - m)
     std::vector<T> row_dot;  // (rows) running sum of exp(score - m) * (score - m), for the entropy
     std::vector<std::int64_t> row_arg;  // (rows) the key holding the running maximum
+    TilePictureRows<T> pictures{nullptr, nullptr, 0, false};  // pooled cells and detector values
 
     void reset(std::size_t rows) {
         s.resize(rows * kKeyBlock);
@@ -142,6 +164,7 @@ struct TileScratch {
         row_sum.assign(rows, T(0));
         row_dot.assign(rows, T(0));
         row_arg.assign(rows, -1);
+        if (pictures.active()) pictures.start(rows);
     }
 };
 
@@ -171,12 +194,13 @@ void online_softmax(const HeadBatch<T>& hb, const Block& blk, std::size_t r, std
     }
     t.row_max[r] = m;
     if (correction != T(1)) kernels::scale_row(hb.o + hb.o_off[blk.n] + (blk.i0 + r) * hb.ldo, hb.pv, correction);
+    if (t.pictures.active()) t.pictures.add(r, blk.i0 + r, j0, row, cols, correction);  // same re-basing as O
 }
 
 // The end of the online softmax: O /= l, statistics from l and the running sums; an empty row
 // (l = 0) gets a zero context. Returns the number of empty rows.
 template <class T>
-std::size_t finish_rows(const HeadBatch<T>& hb, const Block& blk, const TileScratch<T>& t, RowStats* stats) {
+std::size_t finish_rows(const HeadBatch<T>& hb, const Block& blk, TileScratch<T>& t, RowStats* stats) {
     std::size_t empty = 0;
     for (std::size_t r = 0; r < blk.rows; ++r) {
         const T l = t.row_sum[r];
@@ -192,6 +216,7 @@ std::size_t finish_rows(const HeadBatch<T>& hb, const Block& blk, const TileScra
             stats->argmax[row] = l == T(0) || std::isnan(l) ? -1 : t.row_arg[r];
             stats->max_weight[row] = l == T(0) ? 0.0 : 1.0 / double(l);
         }
+        if (t.pictures.active()) t.pictures.finish(r, blk.n, blk.i0 + r, blk.n * hb.lq + blk.i0 + r, l);
     }
     return empty;
 }
@@ -227,7 +252,14 @@ Kept<T> plan_kept(const Reporter<T>& rep, const AttentionOptions& options, const
         for (std::size_t d = 0; d + 1 < plane_shape.size(); ++d) rows *= plane_shape[d];
         kept.stats = RowStats{Shape(plane_shape.begin(), plane_shape.end() - 1), std::vector<double>(rows),
                               std::vector<std::int64_t>(rows), std::vector<double>(rows)};
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        kept.stats->previous_token.assign(rows, nan);
+        kept.stats->diagonal.assign(rows, nan);
+        kept.stats->first_token.assign(rows, nan);
     }
+    if (options.pooled_cells > 0 && plane_shape.size() >= 2)
+        kept.pooled.emplace(Shape(plane_shape.begin(), plane_shape.end() - 2), plane_shape[plane_shape.size() - 2],
+                            plane_shape.back(), options.pooled_cells);
     if (rep.wants("scores")) kept.scores = Array<T>::from_shape(plane_shape);
     if (rep.wants("masked_scores")) kept.masked_scores = Array<T>::from_shape(plane_shape);
     // The weights-kept path computes in the weights buffer, so any kept (Lq, Lk) stage needs it.
@@ -237,7 +269,8 @@ Kept<T> plan_kept(const Reporter<T>& rep, const AttentionOptions& options, const
 }
 
 template <class T>
-std::size_t attend(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, Kept<T>& kept, std::size_t threads) {
+std::size_t attend(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, Kept<T>& kept, std::size_t threads,
+                   const std::function<void(std::size_t, std::size_t)>& progress) {
     const std::size_t blocks = (hb.lq + kQueryBlock - 1) / kQueryBlock;
     const std::size_t tasks = hb.count() * blocks;
     if (tasks == 0) return 0;
@@ -245,11 +278,14 @@ std::size_t attend(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, Ke
     std::vector<TileScratch<T>> tiles(kept.tiled() ? threads : 0);
     std::vector<std::size_t> empty(threads, 0);
     RowStats* stats = kept.stats ? &*kept.stats : nullptr;
+    for (auto& t : tiles) t.pictures = TilePictureRows<T>(kept.pooled ? &*kept.pooled : nullptr, stats, hb.lk, hb.lq == hb.lk);
+    std::atomic<std::size_t> done{0};
     parallel_for(tasks, threads, [&](std::size_t task, std::size_t worker) {
         const std::size_t i0 = (task % blocks) * kQueryBlock;
         const Block blk{task / blocks, i0, std::min(kQueryBlock, hb.lq - i0)};
         empty[worker] += kept.tiled() ? attend_block_tiled(hb, masks, scale, blk, tiles[worker], stats)
                                       : attend_block(hb, masks, scale, kept, blk);
+        if (progress) progress(++done, tasks);
     });
     std::size_t total = 0;
     for (auto e : empty) total += e;
@@ -274,7 +310,8 @@ void project_rows(const T* x, std::size_t rows, const Array<T>& w, const std::op
 
 #define ATTNTRACE_STAGES(T)                                                                                    \
     template Kept<T> plan_kept(const Reporter<T>&, const AttentionOptions&, const Shape&);                     \
-    template std::size_t attend(const HeadBatch<T>&, const MaskPlan<T>&, T, Kept<T>&, std::size_t);            \
+    template std::size_t attend(const HeadBatch<T>&, const MaskPlan<T>&, T, Kept<T>&, std::size_t,             \
+                                const std::function<void(std::size_t, std::size_t)>&);                        \
     template void project_rows(const T*, std::size_t, const Array<T>&, const std::optional<Array<T>>&, T*,     \
                                std::size_t, std::size_t);
 ATTNTRACE_STAGES(float)

@@ -4,11 +4,13 @@
 // dim, N the number of independent heads (B*H for mha, the product of Q's leading dims for sdpa).
 #include <cmath>
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <vector>
 
 #include "attntrace/attention.hpp"
 #include "attntrace/masks.hpp"
+#include "attntrace/pooled.hpp"
 #include "attntrace/stage_report.hpp"
 
 namespace attntrace::stages {
@@ -33,7 +35,8 @@ struct Kept {
     std::optional<Array<T>> scores;         // (N, Lq, Lk) before masks
     std::optional<Array<T>> masked_scores;  // (N, Lq, Lk) after masks
     std::optional<Array<T>> weights;        // (N, Lq, Lk); the weights-kept path computes in it
-    std::optional<RowStats> stats;          // (N, Lq) rows' entropy and most-attended key
+    std::optional<RowStats> stats;          // (N, Lq) rows' entropy, most-attended key, detector values
+    std::optional<PooledSums> pooled;       // (N, <= cells, <= cells) for pictures, on both paths
 
     // Nothing (Lq, Lk)-sized kept: the tiled path.
     bool tiled() const { return !weights; }
@@ -49,8 +52,10 @@ Kept<T> plan_kept(const Reporter<T>& rep, const AttentionOptions& options, const
 // scores -> mask -> softmax -> context for every head, threaded over (head, query block); returns
 // the number of empty rows (every key masked). Tiled (online softmax over key blocks) unless KEPT
 // holds weights.
+// PROGRESS (may be empty) is called as (tasks done, tasks) from the worker threads.
 template <class T>
-std::size_t attend(const HeadBatch<T>& heads, const MaskPlan<T>& masks, T scale, Kept<T>& kept, std::size_t threads);
+std::size_t attend(const HeadBatch<T>& heads, const MaskPlan<T>& masks, T scale, Kept<T>& kept, std::size_t threads,
+                   const std::function<void(std::size_t, std::size_t)>& progress = {});
 
 // y (rows, W.rows) := x (rows, W.cols) · Wᵀ + b, written at Y with leading dim LDY; the rows are
 // split over THREADS.

@@ -218,13 +218,14 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
     stages::Kept<T> kept = stages::plan_kept(rep, options, s.plane());
     stages::positions(heads, plan);
     // scores -> mask -> softmax -> context
-    result.empty_rows = stages::attend(heads, plan, scale, kept, threads);
+    result.empty_rows = stages::attend(heads, plan, scale, kept, threads, options.progress);
     const bool fused = projected.fused;
     projected = {};  // peak memory: free q, k, v before W_o's output
     report_attention(rep, kept.report(), s.plane(), scale, plan.description, result.empty_rows);
     merge_heads(merged, s, rep);
     result.output = out_project(std::move(merged), params, config, s, threads, fused, rep);
     result.row_stats = std::move(kept.stats);
+    if (kept.pooled) result.pooled = std::move(*kept.pooled).finish();  // (B, H, cells, cells)
     if (result.row_stats && !s.batched) result.row_stats->shape = {s.h, s.lq};
     result.weights = returned_weights(std::move(kept.weights), options, s);
     return result;

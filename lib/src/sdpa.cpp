@@ -82,10 +82,11 @@ AttentionResult<T> sdpa(const Array<T>& q, const Array<T>& k, const Array<T>& v,
     stages::positions(heads, plan);
     stages::Kept<T> kept = stages::plan_kept(rep, options, s.with(s.lq, s.lk));
     // scores -> mask -> softmax -> context
-    result.empty_rows = stages::attend(heads, plan, scale, kept, thread_count(options.threads));
+    result.empty_rows = stages::attend(heads, plan, scale, kept, thread_count(options.threads), options.progress);
     report_attention(rep, kept.report(), s.with(s.lq, s.lk), scale, plan.description, result.empty_rows);
     report_sdpa_output(rep, result.output);
     result.row_stats = std::move(kept.stats);
+    if (kept.pooled) result.pooled = std::move(*kept.pooled).finish();  // (..., cells, cells)
     if (options.need_weights) result.weights = std::move(kept.weights);
     return result;
 }

@@ -57,7 +57,7 @@ public:
             stats_->diagonal[row] = l == T(0) || !square_ ? nan : diag_[r] * inv;
             stats_->first_token[row] = l == T(0) || lk_ == 0 ? nan : first_[r] * inv;
         }
-        if (!pool_ || l == T(0)) return;
+        if (!pool_ || l == T(0) || std::isnan(l)) return;  // an empty or NaN row adds nothing
         double* bins = bins_.data() + r * cols_;
         for (std::size_t b = 0; b < cols_; ++b) bins[b] *= inv;
         pool_->add_row(n, i, bins);

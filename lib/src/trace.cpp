@@ -137,7 +137,7 @@ std::string detector_lines(const RowStats& stats, const std::string& bold, const
         return std::string("  ") + name + " " + (std::isnan(v) ? std::string("-") : fixed(v, 3));
     };
     for (const auto& h : summarize_heads(stats, 0)) {
-        out += "head " + std::to_string(h.head) + " " + score("previous_token", h.scores.previous_token) +
+        out += "head " + std::to_string(h.head) + score("previous_token", h.scores.previous_token) +
                score("diagonal", h.scores.diagonal) + score("first_token", h.scores.first_token) +
                score("max_weight", h.scores.max_weight);
         if (!h.role.empty()) out += "  " + bold + h.role + reset;

@@ -54,7 +54,7 @@ check_case() {
         '.inputs | map(.name) == ["query","key","value"]' \
         '.inputs | all(keys == ["dtype","file","format","name","shape"])' \
         '.inputs | all(.dtype == "float32" and .format == "npy")' \
-        '.head_stats | length > 0 and all(keys == ["empty_rows","head","mean_entropy","top"])' \
+        '.head_stats | length > 0 and all(keys == ["diagonal","empty_rows","first_token","head","max_weight","mean_entropy","previous_token","role","top"])' \
         '[.head_stats[].head] == [range(.head_stats | length)]' \
         '.head_stats | all(.top | length > 0 and all(keys == ["entropy","key","query","weight"]))' \
         '.empty_rows | type == "number"' \
@@ -170,6 +170,26 @@ for hs in doc["head_stats"][:H]:
     total_empty += hs["empty_rows"]
     if not math.isclose(hs["mean_entropy"], mean, rel_tol=1e-9, abs_tol=1e-12):
         bad.append(f"head {h}: mean_entropy {hs['mean_entropy']} but numpy {mean}")
+    # the head detectors: means over every batch's non-empty rows (lib/include/attntrace/detectors.hpp)
+    i = np.arange(Lq)
+    det = {"previous_token": (w4[:, h, i, np.clip(i - 1, 0, Lk - 1)], (i >= 1) & (i - 1 < Lk)),
+           "diagonal": (w4[:, h, i, np.clip(i, 0, Lk - 1)], np.full(Lq, Lq == Lk)),
+           "first_token": (w4[:, h, :, 0], np.full(Lq, True)),
+           "max_weight": (w4[:, h].max(-1), np.full(Lq, True))}
+    scores = {}
+    for field, (vals, ok) in det.items():
+        sel = rows & ok[None, :]
+        scores[field] = float(vals[sel].mean()) if sel.any() else None
+        got = hs[field]
+        if (got is None) != (scores[field] is None) or (got is not None and not math.isclose(got, scores[field], rel_tol=1e-6, abs_tol=1e-7)):
+            bad.append(f"head {h}: {field} {got} but numpy {scores[field]}")
+    role = None
+    for name, field in (("previous-token", "previous_token"), ("sink", "first_token"), ("diagonal", "diagonal")):
+        if scores[field] is not None and scores[field] >= 0.5:
+            role = name
+            break
+    if hs["role"] != role and not any(scores[f] is not None and abs(scores[f] - 0.5) < 1e-6 for f in scores):
+        bad.append(f"head {h}: role {hs['role']} but numpy says {role}")
     if hs["empty_rows"] != int(empty[:, h].sum()):
         bad.append(f"head {h}: empty_rows {hs['empty_rows']} but numpy {int(empty[:, h].sum())}")
     if [t["query"] for t in hs["top"]] != list(range(Lq)):

@@ -5,12 +5,14 @@
 
 #include <doctest/doctest.h>
 
+#include "attntrace/attention.hpp"
 #include "attntrace/colormap.hpp"
 #include "attntrace/detectors.hpp"
 #include "attntrace/errors.hpp"
 #include "attntrace/heatmap.hpp"
 #include "attntrace/labels.hpp"
 #include "attntrace/pooled.hpp"
+#include "attntrace/random.hpp"
 #include "attntrace/rollout.hpp"
 #include "cli_fixtures.hpp"
 
@@ -191,4 +193,62 @@ TEST_CASE("labels are lines of text or a JSON array of strings") {
     CHECK_THROWS_WITH_AS(parse_labels("[\"a\", 3]", "t.json"), "t.json: label 1 is 3, expected a string",
                          attntrace::InputError);
     CHECK_THROWS_AS(parse_labels("[\"a\"", "t.json"), attntrace::InputError);
+}
+
+TEST_CASE("pooled weights and head detectors are the same on the tiled and the weights-kept paths") {
+    using namespace attntrace;
+    // Lq = 600 spans several query blocks and cells that straddle them (block 10), Lk = 2500 three
+    // key blocks of the online softmax, so the re-basing of the bins is exercised.
+    const std::size_t lq = 600, lk = 2500;
+    auto q = random_tensor<double>({2, 3, lq, 8}, Distribution::normal, 21);
+    auto k = random_tensor<double>({2, 3, lk, 8}, Distribution::normal, 22);
+    auto v = random_tensor<double>({2, 3, lk, 4}, Distribution::normal, 23);
+    for (bool causal : {false, true}) {
+        CAPTURE(causal);
+        Masks<double> masks;
+        masks.causal = causal;
+        AttentionOptions kept, tiled;
+        kept.need_weights = kept.row_stats = tiled.row_stats = true;
+        kept.pooled_cells = tiled.pooled_cells = 64;
+        tiled.threads = 2;
+        const auto a = sdpa<double>(q, k, v, masks, kept);
+        const auto b = sdpa<double>(q, k, v, masks, tiled);
+        REQUIRE(a.pooled);
+        REQUIRE(b.pooled);
+        REQUIRE(!b.weights);
+        // the weights-kept path against pool_weights (numpy-checked above) on its own weights
+        const auto ref = pool_weights(*a.weights, 64);
+        CHECK(a.pooled->q_block == ref.q_block);
+        check_max_diff(a.pooled->cells, ref.cells, ref.cells.size(), 1e-6, "kept path vs pool_weights");
+        check_max_diff(b.pooled->cells, ref.cells, ref.cells.size(), 1e-6, "tiled path vs pool_weights");
+        // the detectors, row by row, against the weights
+        const auto& rs = *b.row_stats;
+        for (std::size_t row = 0; row < rs.first_token.size(); row += 7) {
+            const std::size_t i = row % lq;
+            const RowScores want = row_scores(a.weights->data() + row * lk, i, lk, false);
+            CHECK(std::isnan(rs.diagonal[row]));  // Lq != Lk
+            CHECK(std::abs(rs.first_token[row] - want.first_token) <= 1e-12);
+            if (i == 0) CHECK(std::isnan(rs.previous_token[row]));
+            else CHECK(std::abs(rs.previous_token[row] - want.previous_token) <= 1e-12);
+            CHECK(std::abs(a.row_stats->first_token[row] - want.first_token) <= 1e-15);
+        }
+    }
+}
+
+TEST_CASE("the diagonal detector on both paths for self-attention") {
+    using namespace attntrace;
+    auto x = random_tensor<double>({1, 2, 1100, 4}, Distribution::normal, 31);
+    Masks<double> masks;
+    masks.causal = true;
+    AttentionOptions kept, tiled;
+    kept.need_weights = kept.row_stats = tiled.row_stats = true;
+    const auto a = sdpa<double>(x, x, x, masks, kept);
+    const auto b = sdpa<double>(x, x, x, masks, tiled);
+    const auto want = detect_heads(*a.weights);
+    for (const auto* rs : {&*a.row_stats, &*b.row_stats})
+        for (std::size_t row = 0; row < rs->diagonal.size(); row += 13) {
+            const std::size_t i = row % 1100;
+            CHECK(std::abs(rs->diagonal[row] - double(a.weights->data()[row * 1100 + i])) <= 1e-12);
+        }
+    CHECK(want[0].diagonal > 0);
 }
