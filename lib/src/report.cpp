@@ -61,7 +61,8 @@ std::string stats_table(const nlohmann::json& stats) {
     for (const auto& h : stats) {
         out += "<tr><td>" + h.value("head", nlohmann::json(0)).dump() + "</td>";
         for (const char* f : fields) out += number_cell(h.value(f, nlohmann::json()));
-        out += "<td>" + escape_markup(h.value("role", std::string())) + "</td><td>" +
+        const auto role = h.value("role", nlohmann::json());  // null when no detector passes
+        out += "<td>" + escape_markup(role.is_string() ? role.get<std::string>() : "") + "</td><td>" +
                h.value("empty_rows", nlohmann::json(0)).dump() + "</td></tr>\n";
     }
     return out + "</table>\n";

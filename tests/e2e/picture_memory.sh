@@ -35,4 +35,12 @@ assert p["rows"] == p["cols"] and p["rows"] <= 1024, p
 dark = rows[p["y"] + 2][3 * (p["x"] + p["cell"] * (p["cols"] - 1)):][:3]   # top right: above the diagonal
 assert tuple(dark) == (0x44, 0x01, 0x54), "top-right cell is %s, expected viridis(0)" % (tuple(dark),)
 PY
+
+# The progress bar (a run expected to take over a second): on stderr only when it is a terminal.
+run 0 "$A" "${SDPA[@]}" --trace none -o "$W/o3.npy"
+[ -s "$W/err" ] && fail "progress output on a stderr that is not a terminal"
+if command -v script > /dev/null; then
+    script -qec "$A ${SDPA[*]} --trace none --threads 1 -o $W/o4.npy" /dev/null > "$W/tty" 2>&1 || fail "run under a terminal"
+    grep -q 'attention \[' "$W/tty" || fail "no progress bar on a terminal"
+fi
 echo "picture memory: ok"

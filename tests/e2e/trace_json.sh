@@ -239,7 +239,7 @@ jq_true "$W/blog.json" \
 jq_true "$W/atcold_q2.json" \
     '.options.scale == 0.125' \
     '[.stages[].shape] == [[1,1,1,3],[1,1,4,3],[1,1,4,3],[1,1,1,4],[1,1,1,4],[1,1,1,4],[1,1,1,3]]' \
-    '.head_stats == [{"head":0,"empty_rows":0,"mean_entropy":.head_stats[0].mean_entropy,"top":[{"query":0,"key":2,"weight":.head_stats[0].top[0].weight,"entropy":.head_stats[0].top[0].entropy}]}]' \
+    '.head_stats == [{"head":0,"empty_rows":0,"mean_entropy":.head_stats[0].mean_entropy,"previous_token":null,"diagonal":null,"first_token":.head_stats[0].first_token,"max_weight":.head_stats[0].top[0].weight,"role":null,"top":[{"query":0,"key":2,"weight":.head_stats[0].top[0].weight,"entropy":.head_stats[0].top[0].entropy}]}]' \
     '.head_stats[0].top[0].weight > 0.4999 and .head_stats[0].top[0].weight < 0.5001'
 jq_true "$W/d2l_empty_rows.json" \
     '.empty_rows == 20 and .options.masks.empty_rows == 20' \
