@@ -419,7 +419,8 @@ def np_unfuse(w, h, p):
 
 
 def numpy_reference(spec, t, cfg, x, mask):
-    """The stages of hf_attention's families, computed independently in numpy."""
+    """The stages of hf_attention's families, computed independently in numpy.
+    -> normed, q_rotary, k_rotary, weights, output (None where the family has no such stage), v."""
     kind, s = spec["kind"], spec["semantics"]
     h, p = s["heads"], s["head_dim"]
     length = x.shape[1]
@@ -433,13 +434,13 @@ def numpy_reference(spec, t, cfg, x, mask):
         w, bias, e = t["attn.c_attn.weight"], t["attn.c_attn.bias"], x.shape[2]
         q, k, v = (np_heads(normed @ w[:, c * e:(c + 1) * e] + bias[c * e:(c + 1) * e], p) for c in range(3))
         ctx, weights = np_attend(q, k, v, allowed)
-        return normed, qr, kr, weights, ctx @ t["attn.c_proj.weight"] + t["attn.c_proj.bias"]
+        return normed, qr, kr, weights, ctx @ t["attn.c_proj.weight"] + t["attn.c_proj.bias"], v
     if kind == "bert":
         q, k, v = (np_heads(x @ t[f"attention.self.{n}.weight"].T + t[f"attention.self.{n}.bias"], p)
                    for n in ("query", "key", "value"))
         keep = None if mask is None else mask.astype(bool)[:, None, None, :]
         ctx, weights = np_attend(q, k, v, keep)
-        return normed, qr, kr, weights, ctx @ t["attention.output.dense.weight"].T + t["attention.output.dense.bias"]
+        return normed, qr, kr, weights, ctx @ t["attention.output.dense.weight"].T + t["attention.output.dense.bias"], v
     if kind in ("gpt_neox", "bloom"):
         pre = "attention." if kind == "gpt_neox" else "self_attention."
         normed = np_layer_norm(x, t["input_layernorm.weight"], t["input_layernorm.bias"], s["norm_eps"])
@@ -451,7 +452,7 @@ def numpy_reference(spec, t, cfg, x, mask):
         else:
             q, k = qr, kr = np_rotary(q, np.array(s["inv_freq"])), np_rotary(k, np.array(s["inv_freq"]))
         ctx, weights = np_attend(q, k, v, allowed, additive)
-        return normed, qr, kr, weights, ctx @ t[pre + "dense.weight"].T + t[pre + "dense.bias"]
+        return normed, qr, kr, weights, ctx @ t[pre + "dense.weight"].T + t[pre + "dense.bias"], v
     normed = np_rms_norm(x, t["input_layernorm.weight"], s["norm_eps"])
     proj = {n: normed @ t[f"self_attn.{n}_proj.weight"].T + t.get(f"self_attn.{n}_proj.bias", 0.0) for n in "qkv"}
     q, k, v = (np_heads(proj[n], p) for n in "qkv")
@@ -460,7 +461,21 @@ def numpy_reference(spec, t, cfg, x, mask):
         k = np_rms_norm(k, t["self_attn.k_norm.weight"], s["norm_eps"])
     qr, kr = np_rotary(q, np.array(s["inv_freq"])), np_rotary(k, np.array(s["inv_freq"]))
     ctx, weights = np_attend(qr, kr, v, allowed)
-    return normed, qr, kr, weights, ctx @ t["self_attn.o_proj.weight"].T + t.get("self_attn.o_proj.bias", 0.0)
+    return normed, qr, kr, weights, ctx @ t["self_attn.o_proj.weight"].T + t.get("self_attn.o_proj.bias", 0.0), v
+
+
+def sdpa_reference(q_rot, k_rot, v, window):
+    """PyTorch 1.13's scaled dot product attention (torch.nn.functional._scaled_dot_product_attention,
+    bool mask, true = attend) on the numpy reference's rotated q/k, kv heads repeated with
+    repeat_interleave. -> weights (B, H, L, L)."""
+    q, k, v = (torch.from_numpy(np.ascontiguousarray(a)) for a in (q_rot, k_rot, v))
+    n_rep = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
+    length = q.shape[2]
+    keep = torch.ones(length, length, dtype=torch.bool).tril()
+    if window is not None:
+        keep &= ~torch.ones(length, length, dtype=torch.bool).tril(-window)
+    return torch.nn.functional._scaled_dot_product_attention(q, k, v, keep, 0.0, True, False)[1].numpy()
 
 
 def mha_reference(spec, t, x_in, mask):
@@ -631,7 +646,7 @@ def make_case(spec, seed):
         extra = {} if mask is None else {"attention_mask": torch.from_numpy(mask)}
         stages = {k: (None if v is None else v.numpy()) for k, v in hf.FAMILIES[kind](t, cfg, x, n, **extra).items()}
         t_np = {k: v.numpy() for k, v in t.items()}
-        ref = numpy_reference(spec, t_np, cfg, x.numpy(), mask)
+        *ref, v_ref = numpy_reference(spec, t_np, cfg, x.numpy(), mask)
         for what, want in zip(("normed", "q_rotary", "k_rotary", "weights", "output"), ref):
             if (want is None) != (stages[what] is None):
                 raise SystemExit(f"{name}: {what}: present in one reference only")
@@ -642,6 +657,9 @@ def make_case(spec, seed):
             w_mha, out_mha = mha_reference(spec, t, x_in, mask)
             check_close(f"{name} L{n}", "weights (nn.MultiheadAttention)", stages["weights"], w_mha)
             check_close(f"{name} L{n}", "output (nn.MultiheadAttention)", stages["output"], out_mha)
+        if s["rotary"]:
+            w_sdpa = sdpa_reference(ref[1], ref[2], v_ref, s["window"])
+            check_close(f"{name} L{n}", "weights (scaled_dot_product_attention)", stages["weights"], w_sdpa)
         check_weights(f"{name} L{n}", stages["weights"], s, mask)
         rel = lambda f: None if f is None else f"{name}/golden/{f}"  # noqa: E731
         np.save(folder / "golden" / f"hidden_L{n}.npy", hidden.numpy())
@@ -660,6 +678,45 @@ def make_case(spec, seed):
     return entries
 
 
+# ------------------------------------------------------------------------------- bad checkpoints
+def make_bad_cases():
+    """tests/fixtures/models/bad/<name>/: a 1-layer bf16 llama (E=16) broken one way each, and
+    bad/cases.json [{name, model, layer, exit: 3, error_contains}] (error_contains: the name the one-line
+    error should mention; the exact wording is attntrace's)."""
+    bad = ROOT / "bad"
+    shutil.rmtree(bad, ignore_errors=True)
+    bad.mkdir()
+    base = decoder_config("llama", "bf16", 2, 1, head_dim=8, hidden_size=16, intermediate_size=16,
+                          num_hidden_layers=1)
+    state = {k: v.to(torch.bfloat16) for k, v in llama_state(base, Init(7), "model.").items()}
+    np.save(bad / "hidden.npy", Init(8).w(2, L, 16, scale=1.0).numpy())
+    cases = []
+
+    def case(name, cfg, tensors, error, layer=0, shard_before=None, drop_file=None):
+        folder = bad / name
+        folder.mkdir()
+        if cfg is not None:
+            (folder / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+        save_checkpoint(folder, tensors, shard_before)
+        if drop_file:
+            (folder / drop_file).unlink()
+        cases.append({"name": name, "model": f"bad/{name}", "hidden": "bad/hidden.npy", "layer": layer,
+                      "exit": 3, "error_contains": error})
+
+    without = {k: v for k, v in base.items() if k != "num_attention_heads"}
+    case("missing_config_key", without, state, "num_attention_heads")
+    case("unknown_model_type", dict(base, model_type="t5"), state, "t5")
+    case("no_config", None, state, "config.json")
+    case("missing_shard", base, state, "model-00002-of-00002.safetensors",
+         shard_before="model.layers.0.self_attn.o_proj.weight", drop_file="model-00002-of-00002.safetensors")
+    q_name = "model.layers.0.self_attn.q_proj.weight"
+    case("shape_mismatch", base, dict(state, **{q_name: state[q_name][:8]}), "q_proj")  # (8, 16), not (16, 16)
+    case("missing_tensor", base, {k: v for k, v in state.items() if "v_proj" not in k}, "v_proj")
+    case("layer_out_of_range", base, state, "layer", layer=1)
+    (bad / "cases.json").write_text(json.dumps(cases, indent=1) + "\n")
+    return len(cases)
+
+
 def main():
     ROOT.mkdir(parents=True, exist_ok=True)
     manifest = []
@@ -673,7 +730,7 @@ def main():
                       "PyTorch convention (true = ignore).",
            "cases": manifest}
     (ROOT / "cases.json").write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"{len(manifest)} cases -> {ROOT / 'cases.json'}")
+    print(f"{len(manifest)} cases -> {ROOT / 'cases.json'}, {make_bad_cases()} bad checkpoints -> {ROOT / 'bad'}")
 
 
 if __name__ == "__main__":
