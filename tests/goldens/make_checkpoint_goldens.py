@@ -15,6 +15,13 @@ model.safetensors.index.json), so where transformers is installed the same folde
 AutoModel*.from_pretrained(DIR, attn_implementation="eager") and can be checked against
 output_attentions / a forward hook on the attention module.
 
+Cases (CASES below): gpt2, bert (BertForMaskedLM names) and bert_mask (BertModel names, padding
+mask), llama (GQA, rope_scaling llama3), llama_linear (rope_parameters linear, transformers 5
+style, o_proj bias), mistral (sliding_window 3 < L, sharded in two files mid-layer), qwen2 (q/k/v
+biases, sliding_window set but use_sliding_window false), qwen3 (q_norm/k_norm, head_dim != E/H),
+gpt_neox (rotary_pct 0.25), bloom (ALiBi, 6 heads); in float32, and gpt2, llama, bloom also in
+bf16, gpt_neox in f16. The goldens use the weights as stored (bf16/f16 upcast exactly), in float64.
+
 Every golden is checked here two ways: against an independent numpy reference (explicit weight
 slicing, rotary as complex rotation of the pairs (i, i + d/2), ALiBi in the paper's relative form
 -(i - j) * slope, masks as booleans, GQA by index h // (H/G); reference.masked_softmax_attention),
@@ -264,7 +271,7 @@ def layer_prefix(kind, prefix, n):
 # ---------------------------------------------------------------------------------- config.json
 def dtype_key(cfg, dtype, new_style=False):
     """save_pretrained writes "torch_dtype" (transformers 4.x) or "dtype" (5.x)."""
-    cfg["dtype" if new_style else "torch_dtype"] = {"f32": "float32", "bf16": "bfloat16"}[dtype]
+    cfg["dtype" if new_style else "torch_dtype"] = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}[dtype]
     return cfg
 
 
@@ -587,7 +594,9 @@ CASES = [  # name, config, state dict, tensor prefix, dtype, layers, window, sha
          layers=[1, 2]),
     dict(name="bloom_bf16", kind="bloom", config=bloom_config, state=bloom_state, prefix="transformer.",
          dtype="bf16", layers=[1]),
-]
+    dict(name="gpt_neox_f16", kind="gpt_neox", config=gpt_neox_config, state=gpt_neox_state, prefix="gpt_neox.",
+         dtype="f16", layers=[1]),
+]  # append new cases at the end: the seeds follow the order
 
 
 def check_close(case, what, got, want, tol=TOL):
@@ -623,8 +632,8 @@ def make_case(spec, seed):
     cfg = spec["config"](spec["dtype"])
     init = Init(seed)
     state = spec["state"](cfg, init, spec["prefix"])
-    if spec["dtype"] == "bf16":
-        state = {k: v.to(torch.bfloat16) for k, v in state.items()}
+    if spec["dtype"] != "f32":
+        state = {k: v.to({"bf16": torch.bfloat16, "f16": torch.float16}[spec["dtype"]]) for k, v in state.items()}
     (folder / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
     save_checkpoint(folder, state, spec.get("shard_before"))
     loaded = read_checkpoint(folder)  # the goldens use the weights as stored, read back
