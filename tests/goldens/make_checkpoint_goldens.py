@@ -203,7 +203,8 @@ def bert_state(cfg, init, prefix):
 
 def llama_state(cfg, init, prefix="model."):
     """LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM names."""
-    e, inter, h, g = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    e, inter = cfg["hidden_size"], cfg["intermediate_size"]
+    h, g = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     p_dim, kind, sd = cfg.get("head_dim") or e // h, cfg["model_type"], {}
     qkv_bias = kind == "qwen2" or cfg.get("attention_bias", False)
     o_bias = kind != "qwen2" and cfg.get("attention_bias", False)
@@ -503,8 +504,8 @@ def mha_reference(spec, t, x_in, mask):
         kpm = None if mask is None else torch.from_numpy(mask == 0)
     else:  # bloom: de-interleave the per-head [q, k, v] rows, ALiBi as a float mask
         p = e // h
-        w_in = torch.cat([torch.from_numpy(w) for w in np_unfuse(t["self_attention.query_key_value.weight"].numpy(), h, p)])
-        b_in = torch.cat([torch.from_numpy(b) for b in np_unfuse(t["self_attention.query_key_value.bias"].numpy(), h, p)])
+        w_in, b_in = (torch.cat([torch.from_numpy(a) for a in np_unfuse(t[name].numpy(), h, p)])
+                      for name in ("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"))
         w_out, b_out = t["self_attention.dense.weight"], t["self_attention.dense.bias"]
         rel = torch.arange(length)[None, :] - torch.arange(length)[:, None]  # j - i
         slopes = torch.tensor(s["alibi_slopes"], dtype=torch.float64)
