@@ -39,7 +39,43 @@ void add_attention_flags(CLI::App& cmd, AttentionFlags& f) {
         ->check(positive_integer(1024));
     cmd.add_option("--max-memory", f.max_memory,
                    "refuse runs whose (Lq, Lk) buffers need more (e.g. 4G; default: half the RAM)");
+    cmd.add_option("--rotary", f.rotary, "rotary position embedding on q and k: half (Llama, NeoX) or interleaved (GPT-J)")
+        ->check(CLI::IsMember({"half", "interleaved"}));
+    cmd.add_option("--rotary-theta", f.rotary_theta, "rotary base theta")->capture_default_str();
+    cmd.add_option("--rotary-dims", f.rotary_dims, "rotate the first R dims of each head (default: all)")
+        ->check(positive_integer());
+    cmd.add_flag("--alibi", f.alibi, "add BLOOM's ALiBi bias slope_h * j to the scores");
+    cmd.add_option("--window", f.window, "sliding window W: key j visible to query i when i - W < j <= i")
+        ->check(positive_integer());
+    cmd.add_option("--causal-align", f.causal_align,
+                   "causal diagonal: upper-left (PyTorch's default) or lower-right (queries end the keys, KV cache)")
+        ->check(CLI::IsMember({"upper-left", "lower-right"}))
+        ->capture_default_str();
 }
+
+template <class T>
+PositionStages<T> positions_from_flags(const AttentionFlags& f, std::size_t heads, std::size_t head_dim) {
+    PositionStages<T> pos;
+    if (!f.rotary.empty()) {
+        const std::size_t dims = f.rotary_dims ? f.rotary_dims : head_dim;
+        if (dims % 2 != 0 || dims > head_dim)
+            throw UsageError("--rotary-dims: " + std::to_string(dims) + " must be even and at most the head dim " +
+                             std::to_string(head_dim));
+        if (!(f.rotary_theta > 0)) throw UsageError("--rotary-theta: must be positive");
+        pos.rotary = Rotary{f.rotary == "half" ? RotaryStyle::half : RotaryStyle::interleaved, dims,
+                            rope_inv_freq(dims, f.rotary_theta, RopeScaling{})};
+    } else if (f.rotary_dims) {
+        throw UsageError("--rotary-dims: needs --rotary half|interleaved");
+    }
+    if (f.alibi) pos.alibi = alibi_slopes(heads);
+    pos.visibility.causal = f.causal;
+    pos.visibility.lower_right = f.causal_align == "lower-right";
+    if (f.window) pos.visibility.window = f.window;
+    return pos;
+}
+
+template PositionStages<float> positions_from_flags<float>(const AttentionFlags&, std::size_t, std::size_t);
+template PositionStages<double> positions_from_flags<double>(const AttentionFlags&, std::size_t, std::size_t);
 
 template <class T>
 nlohmann::json inputs_json(const LoadedTensor<T>& query, const LoadedTensor<T>& key, const LoadedTensor<T>& value) {

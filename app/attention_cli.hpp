@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "attntrace/attention.hpp"
+#include "attntrace/positions.hpp"
 #include "attntrace/tensor.hpp"
 #include "attntrace/trace.hpp"
 
@@ -24,7 +25,19 @@ struct AttentionFlags {
     std::size_t threads = 0;
     std::vector<std::string> dumps;  // STAGE=FILE
     std::string max_memory;          // "" = default budget
+    // positions (positions.hpp)
+    std::string rotary;              // "", "half", "interleaved"
+    double rotary_theta = 10000;
+    std::size_t rotary_dims = 0;     // 0: the whole head dim
+    bool alibi = false;
+    std::size_t window = 0;          // 0: none
+    std::string causal_align = "upper-left";
 };
+
+// The positions the flags ask for (--rotary, --alibi, --window, --causal-align, --causal), for
+// HEADS heads of HEAD_DIM. Throws UsageError for rotary dims that are odd or past the head dim.
+template <class T>
+attntrace::PositionStages<T> positions_from_flags(const AttentionFlags& flags, std::size_t heads, std::size_t head_dim);
 
 // Adds the flags both commands take to CMD.
 void add_attention_flags(CLI::App& cmd, AttentionFlags& flags);

@@ -4,6 +4,7 @@
 
 #include "attention_cli.hpp"
 #include "attntrace/atomic_write.hpp"
+#include "attntrace/checkpoint.hpp"
 #include "attntrace/errors.hpp"
 #include "attntrace/gemm.hpp"
 #include "attntrace/numbers.hpp"
@@ -29,7 +30,50 @@ struct MhaFlags {
     std::string key_padding_mask;
     std::string valid_lens;
     bool average_heads = false;
+    std::string model;                 // --model DIR
+    std::optional<std::size_t> layer;  // --layer N
+    bool normed = false;               // --normed: the input is already normed
 };
+
+// --model DIR --layer N: the checkpoint's layer, its weights, and the flags checked against its
+// config.json (a flag that disagrees is exit 2).
+template <class T>
+struct ModelLayer {
+    attntrace::CheckpointLayer layer;
+    attntrace::LayerWeights<T> weights;
+};
+
+void check_model_flags(const MhaFlags& f, const attntrace::LayerConfig& c) {
+    const std::string config = f.model + "/config.json";
+    auto refuse = [&](const std::string& flag, const std::string& why) { throw attntrace::UsageError(flag + ": " + why); };
+    if (!f.params.empty()) refuse("--params", "the weights come from --model");
+    if (!f.common.key.empty() || !f.common.value.empty()) refuse("-k/-v", "--model runs the layer's self-attention on -q");
+    if (f.heads && f.heads != c.heads)
+        refuse("--heads", std::to_string(f.heads) + " but " + config + " has " + std::to_string(c.heads));
+    if (f.kv_heads && f.kv_heads != c.kv_heads)
+        refuse("--kv-heads", std::to_string(f.kv_heads) + " but " + config + " has " + std::to_string(c.kv_heads));
+    if (f.common.scale && std::abs(*f.common.scale - c.scale) > 1e-12 * c.scale)
+        refuse("--scale", attntrace::format_number(*f.common.scale) + " but " + config + " gives " +
+                              attntrace::format_number(c.scale));
+    if (f.common.causal && !c.causal) refuse("--causal", "but the " + c.model_type + " layer in " + config + " is not causal");
+    if (!f.common.rotary.empty() || f.common.alibi || f.common.window || f.common.causal_align != "upper-left")
+        refuse("--rotary/--alibi/--window/--causal-align", "positions come from " + config + " with --model");
+}
+
+template <class T>
+std::optional<ModelLayer<T>> open_model(const MhaFlags& f) {
+    if (f.model.empty()) {
+        if (f.layer) throw attntrace::UsageError("--layer: needs --model DIR");
+        if (f.normed) throw attntrace::UsageError("--normed: needs --model DIR");
+        if (f.heads == 0) throw attntrace::UsageError("--heads: required (or --model DIR --layer N)");
+        return std::nullopt;
+    }
+    if (!f.layer) throw attntrace::UsageError("--model: needs --layer N");
+    auto layer = attntrace::open_checkpoint_layer(f.model, *f.layer);
+    check_model_flags(f, layer.config);
+    auto weights = attntrace::load_layer_weights<T>(layer);
+    return ModelLayer<T>{std::move(layer), std::move(weights)};
+}
 
 template <class T>
 attntrace::MhaParams<T> resolve_params(const MhaFlags& f, const attntrace::MhaDims& dims) {
@@ -56,7 +100,9 @@ void run_mha(const MhaFlags& f) {
     const auto valid_list = f.valid_lens.empty() ? std::nullopt : parse_uint_list(f.valid_lens);
     if (!f.valid_lens.empty() && !valid_list) inputs.push_back(f.valid_lens);
     run.check_outputs(inputs, {{"--save-params", f.save_params}});
-    if (f.heads == 0) throw attntrace::UsageError("--heads: must be at least 1");
+    const auto model = open_model<T>(f);
+    const std::size_t heads = model ? model->layer.config.heads : f.heads;
+    const std::size_t kv_heads = model ? model->layer.config.kv_heads : (f.kv_heads ? f.kv_heads : f.heads);
 
     // One load per distinct path: -q x.npy alone is self-attention on one tensor.
     const auto query = attntrace::load_tensor<T>(c.query);
@@ -82,24 +128,28 @@ void run_mha(const MhaFlags& f) {
     }
 
     const auto dim = [](const attntrace::Array<T>& a) { return a.dimension() ? a.shape().back() : 0; };
-    const attntrace::MhaDims dims{f.heads, f.kv_heads ? f.kv_heads : f.heads, dim(query.array), dim(key.array),
-                                  dim(value.array), !f.no_out_proj};
+    const attntrace::MhaDims dims{heads, kv_heads, dim(query.array), dim(key.array), dim(value.array), !f.no_out_proj};
     if (dims.heads % dims.kv_heads != 0)
         throw attntrace::UsageError("--kv-heads: " + std::to_string(dims.heads) + " query heads cannot share " +
                                     std::to_string(dims.kv_heads) + " kv heads (" + std::to_string(dims.heads) +
                                     " % " + std::to_string(dims.kv_heads) + " != 0)");
-    const auto params = resolve_params<T>(f, dims);
+    std::optional<attntrace::MhaParams<T>> own_params;  // the checkpoint's are used in place
+    if (!model) own_params = resolve_params<T>(f, dims);
+    const attntrace::MhaParams<T>& params = model ? model->weights.attn : *own_params;
+    const auto positions = model ? attntrace::positions_for_layer(model->layer.config, model->weights, f.normed)
+                                 : positions_from_flags<T>(c, heads, params.w_q.shape()[0] / heads);
+    if (model) run.options.scale = model->layer.config.scale, masks.causal = model->layer.config.causal;
     if (query.array.dimension() >= 2 && key.array.dimension() >= 2) {
         const std::size_t batch = query.array.dimension() == 3 ? query.array.shape()[0] : 1;
-        run.check_budget({batch, f.heads, query.array.shape()[query.array.dimension() - 2],
+        run.check_budget({batch, heads, query.array.shape()[query.array.dimension() - 2],
                           key.array.shape()[key.array.dimension() - 2]});
     }
 
     run.options.average_heads = f.average_heads;
     run.options.query_name = c.query, run.options.key_name = key_path, run.options.value_name = value_path;
-    const attntrace::MhaConfig config{f.heads, dims.kv_heads, !f.no_out_proj};
+    const attntrace::MhaConfig config{heads, dims.kv_heads, !f.no_out_proj};
     auto result = attntrace::mha(query.array, key.array, value.array, params, config, masks, run.options,
-                                 &run.recorder);
+                                 &run.recorder, positions.any() ? &positions : nullptr);
     if (!f.save_params.empty())
         attntrace::write_file_atomically(f.save_params,
                                          attntrace::safetensors_bytes(attntrace::torch_state_dict(params)));
@@ -107,8 +157,9 @@ void run_mha(const MhaFlags& f) {
     attntrace::TraceContext context;
     context.command = "mha";
     std::string& header = context.header;
-    header = "mha: " + std::to_string(f.heads) + (f.heads == 1 ? " head" : " heads");
-    if (dims.kv_heads != f.heads) header += " sharing " + std::to_string(dims.kv_heads) + " kv heads";
+    header = model ? "mha: " + positions.description + "\n  config: " + model->layer.config.values.dump() + "\n" : "";
+    header += "mha: " + std::to_string(heads) + (heads == 1 ? " head" : " heads");
+    if (dims.kv_heads != heads) header += " sharing " + std::to_string(dims.kv_heads) + " kv heads";
     header += ", head dim " + std::to_string(result.sizes.head_dim) + ", value head dim " +
               std::to_string(result.sizes.value_head_dim) + ", scale " + attntrace::format_number(static_cast<T>(result.scale)) +
               ", params " + params.source + " (" + params.scheme + ")";
@@ -119,7 +170,7 @@ void run_mha(const MhaFlags& f) {
     header += ", " + std::to_string(result.empty_rows) + " empty rows";
     auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
     context.options = {
-        {"heads", f.heads},
+        {"heads", heads},
         {"kv_heads", dims.kv_heads},
         {"head_dim", result.sizes.head_dim},
         {"value_head_dim", result.sizes.value_head_dim},
@@ -133,6 +184,10 @@ void run_mha(const MhaFlags& f) {
           {"key_padding_mask", or_null(f.key_padding_mask)},
           {"valid_lens", or_null(f.valid_lens)},
           {"empty_rows", result.empty_rows}}},
+        {"model", model ? nlohmann::json{{"dir", f.model}, {"layer", *f.layer}, {"normed_input", f.normed},
+                                         {"description", positions.description},
+                                         {"config", model->layer.config.values}}
+                        : nlohmann::json()},
         {"params",
          {{"source", params.source},
           {"scheme", params.scheme},
@@ -154,7 +209,11 @@ void setup_mha(CLI::App& app) {
     cmd->add_option("-q,--query", f->common.query, "QUERY (B, Lq, Eq) or (Lq, Eq)")->required()->check(file_name());
     cmd->add_option("-k,--key", f->common.key, "KEY (B, Lk, Ek); default QUERY")->check(file_name());
     cmd->add_option("-v,--value", f->common.value, "VALUE (B, Lk, Ev); default KEY")->check(file_name());
-    cmd->add_option("--heads", f->heads, "number of heads H")->required()->check(positive_integer());
+    cmd->add_option("--heads", f->heads, "number of heads H (with --model: from config.json)")->check(positive_integer());
+    cmd->add_option("--model", f->model, "a Hugging Face checkpoint folder: config.json + model.safetensors (or shards)")
+        ->check(file_name());
+    cmd->add_option("--layer", f->layer, "with --model: the layer N to run (0-based); -q is hidden_states[N]");
+    cmd->add_flag("--normed", f->normed, "with --model: -q is already through the layer's pre-attention norm");
     cmd->add_option("--kv-heads", f->kv_heads, "grouped-query attention: G key/value heads (H % G == 0)")
         ->check(positive_integer());
     cmd->add_option("--params", f->params, "parameters: .safetensors, .json, or a directory of NAME.npy")
@@ -181,7 +240,8 @@ Bloem (toqueries.weight ... unifyheads.*). Without --params the init is seeded a
 Examples:
   attntrace mha -q data/bloem/x.npy --heads 2 --params data/bloem/params.safetensors
   attntrace mha -q x.npy --heads 8 --seed 1 --causal -o out.npy --attn-weights w.npy
-  attntrace mha -q q.npy -k kv.npy --heads 5 --params d2l.safetensors --valid-lens 3,2)");
+  attntrace mha -q q.npy -k kv.npy --heads 5 --params d2l.safetensors --valid-lens 3,2
+  attntrace mha --model gpt2/ --layer 5 -q hidden5.npy --attn-weights w.npy)");
     cmd->callback([f] {
         if (f->common.dtype == "f64") {
             run_mha<double>(*f);

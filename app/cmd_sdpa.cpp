@@ -25,7 +25,11 @@ void run_sdpa(const AttentionFlags& f) {
         run.check_budget(plane);
     }
     run.options.query_name = f.query, run.options.key_name = f.key, run.options.value_name = f.value;
-    auto result = attntrace::sdpa(q.array, k.array, v.array, masks, run.options, &run.recorder);
+    const std::size_t rank = q.array.dimension();
+    const auto positions = positions_from_flags<T>(f, rank >= 3 ? q.array.shape()[rank - 3] : 1,
+                                                   rank ? q.array.shape()[rank - 1] : 0);
+    auto result = attntrace::sdpa(q.array, k.array, v.array, masks, run.options, &run.recorder,
+                                  positions.any() ? &positions : nullptr);
 
     attntrace::TraceContext context;
     context.command = "sdpa";
@@ -58,7 +62,8 @@ Q, K and V may have any number of equal leading dims; the output is (..., Lq, Ev
 
 Examples:
   attntrace sdpa -q data/atcold/q1.npy -k data/atcold/k.npy -v data/atcold/v.npy --scale 0.125 --trace values
-  attntrace sdpa -q q.npy -k k.npy -v v.npy --causal -o out.npy --attn-weights w.json)");
+  attntrace sdpa -q q.npy -k k.npy -v v.npy --causal -o out.npy --attn-weights w.json
+  attntrace sdpa -q q.npy -k k.npy -v v.npy --rotary half --window 4 --causal-align lower-right)");
     cmd->callback([f] {
         if (f->dtype == "f64") {
             run_sdpa<double>(*f);
