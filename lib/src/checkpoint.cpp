@@ -48,7 +48,7 @@ struct ConfigReader {
     std::size_t count(const char* key) const {
         const json* v = find(key);
         if (!v) fail(source, "missing config key '" + std::string(key) + "'");
-        if (!v->is_number_unsigned() || v->get<std::size_t>() == 0)
+        if (!v->is_number_integer() || v->get<std::int64_t>() <= 0)
             fail(source, "config key '" + std::string(key) + "' must be a positive integer, not " + v->dump());
         values[key] = *v;
         return v->get<std::size_t>();

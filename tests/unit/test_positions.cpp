@@ -74,7 +74,8 @@ TEST_CASE("rotary: rotate-half and interleaved, partial dims, positions from an 
         const std::size_t heads = c["heads"], p = c["p"];
         attntrace::apply_rotary(x.data(), 2, 5, heads, p, heads * p, r, c["pos0"]);
         CHECK_MESSAGE(worst(x, flat(c["y"]), 1e-12, 1e-14) <= 1, c["style"] << " dims " << c["dims"]);
-        std::vector<float> xf(flat(c["x"]).begin(), flat(c["x"]).end());
+        const std::vector<double> x64 = flat(c["x"]);
+        std::vector<float> xf(x64.begin(), x64.end());
         attntrace::apply_rotary(xf.data(), 2, 5, heads, p, heads * p, r, c["pos0"]);
         CHECK(worst(std::vector<double>(xf.begin(), xf.end()), flat(c["y"]), 1e-5, 1e-6) <= 1);
     }
