@@ -90,6 +90,65 @@ attntrace::MhaParams<T> resolve_params(const MhaFlags& f, const attntrace::MhaDi
     return attntrace::random_mha_params<T>(dims, sizes, f.bias, parse_seed(f.seed));
 }
 
+// The trace's header and options for one mha run; CONFIG: the config.json values with --model, else null.
+template <class T>
+attntrace::TraceContext mha_context(const MhaFlags& f, const attntrace::MhaConfig& mha_config,
+                                    const attntrace::AttentionResult<T>& result,
+                                    const attntrace::MhaParams<T>& params, const attntrace::Masks<T>& masks,
+                                    const attntrace::PositionStages<T>& positions, const nlohmann::json& config) {
+    const auto& c = f.common;
+    const std::size_t heads = mha_config.heads, kv_heads = mha_config.kv_heads;
+    attntrace::TraceContext context;
+    context.command = "mha";
+    std::string& header = context.header;
+    header = config.is_null() ? "" : "mha: " + positions.description + "\n  config: " + config.dump() + "\n";
+    header += "mha: " + std::to_string(heads) + (heads == 1 ? " head" : " heads");
+    if (kv_heads != heads) header += " sharing " + std::to_string(kv_heads) + " kv heads";
+    header += ", head dim " + std::to_string(result.sizes.head_dim) + ", value head dim " +
+              std::to_string(result.sizes.value_head_dim) + ", scale " + attntrace::format_number(static_cast<T>(result.scale)) +
+              ", params " + params.source + " (" + params.scheme + ")";
+    if (!params.ignored.empty()) {
+        header += ", ignored:";
+        for (const auto& n : params.ignored) header += " " + n;
+    }
+    header += ", " + std::to_string(result.empty_rows) + " empty rows";
+    auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
+    context.options = {
+        {"heads", heads},
+        {"kv_heads", kv_heads},
+        {"head_dim", result.sizes.head_dim},
+        {"value_head_dim", result.sizes.value_head_dim},
+        {"out_dim", result.sizes.out_dim},
+        {"out_proj", !f.no_out_proj},
+        {"scale", result.scale},
+        {"masks",
+         {{"causal", masks.causal},
+          {"attn_mask", or_null(c.attn_mask)},
+          {"attn_mask_kind", c.attn_mask.empty() ? nlohmann::json() : nlohmann::json(masks.attn_mask_is_bool ? "bool" : "float")},
+          {"key_padding_mask", or_null(f.key_padding_mask)},
+          {"valid_lens", or_null(f.valid_lens)},
+          {"empty_rows", result.empty_rows}}},
+        {"model", config.is_null() ? nlohmann::json()
+                                   : nlohmann::json{{"dir", f.model}, {"layer", *f.layer}, {"normed_input", f.normed},
+                                                    {"description", positions.description}, {"config", config}}},
+        {"positions",
+         {{"rotary", positions.rotary ? nlohmann::json(positions.rotary->style == attntrace::RotaryStyle::half ? "half" : "interleaved") : nlohmann::json()},
+          {"rotary_dims", positions.rotary ? nlohmann::json(positions.rotary->dims) : nlohmann::json()},
+          {"alibi", !positions.alibi.empty()},
+          {"window", positions.visibility.window ? nlohmann::json(*positions.visibility.window) : nlohmann::json()},
+          {"causal_align", positions.visibility.lower_right ? "lower-right" : "upper-left"}}},
+        {"params",
+         {{"source", params.source},
+          {"scheme", params.scheme},
+          {"prefix", f.prefix},
+          {"names", params.names},
+          {"ignored", params.ignored}}},
+        {"average_heads", f.average_heads},
+        {"dtype", c.dtype},
+        {"threads", c.threads ? nlohmann::json(c.threads) : nlohmann::json()}};
+    return context;
+}
+
 template <class T>
 void run_mha(const MhaFlags& f) {
     const auto& c = f.common;
@@ -154,49 +213,7 @@ void run_mha(const MhaFlags& f) {
         attntrace::write_file_atomically(f.save_params,
                                          attntrace::safetensors_bytes(attntrace::torch_state_dict(params)));
 
-    attntrace::TraceContext context;
-    context.command = "mha";
-    std::string& header = context.header;
-    header = model ? "mha: " + positions.description + "\n  config: " + model->layer.config.values.dump() + "\n" : "";
-    header += "mha: " + std::to_string(heads) + (heads == 1 ? " head" : " heads");
-    if (dims.kv_heads != heads) header += " sharing " + std::to_string(dims.kv_heads) + " kv heads";
-    header += ", head dim " + std::to_string(result.sizes.head_dim) + ", value head dim " +
-              std::to_string(result.sizes.value_head_dim) + ", scale " + attntrace::format_number(static_cast<T>(result.scale)) +
-              ", params " + params.source + " (" + params.scheme + ")";
-    if (!params.ignored.empty()) {
-        header += ", ignored:";
-        for (const auto& n : params.ignored) header += " " + n;
-    }
-    header += ", " + std::to_string(result.empty_rows) + " empty rows";
-    auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
-    context.options = {
-        {"heads", heads},
-        {"kv_heads", dims.kv_heads},
-        {"head_dim", result.sizes.head_dim},
-        {"value_head_dim", result.sizes.value_head_dim},
-        {"out_dim", result.sizes.out_dim},
-        {"out_proj", !f.no_out_proj},
-        {"scale", result.scale},
-        {"masks",
-         {{"causal", c.causal},
-          {"attn_mask", or_null(c.attn_mask)},
-          {"attn_mask_kind", c.attn_mask.empty() ? nlohmann::json() : nlohmann::json(masks.attn_mask_is_bool ? "bool" : "float")},
-          {"key_padding_mask", or_null(f.key_padding_mask)},
-          {"valid_lens", or_null(f.valid_lens)},
-          {"empty_rows", result.empty_rows}}},
-        {"model", model ? nlohmann::json{{"dir", f.model}, {"layer", *f.layer}, {"normed_input", f.normed},
-                                         {"description", positions.description},
-                                         {"config", model->layer.config.values}}
-                        : nlohmann::json()},
-        {"params",
-         {{"source", params.source},
-          {"scheme", params.scheme},
-          {"prefix", f.prefix},
-          {"names", params.names},
-          {"ignored", params.ignored}}},
-        {"average_heads", f.average_heads},
-        {"dtype", c.dtype},
-        {"threads", c.threads ? nlohmann::json(c.threads) : nlohmann::json()}};
+    auto context = mha_context(f, config, result, params, masks, positions, model ? model->layer.config.values : nlohmann::json());
     context.inputs = inputs_json(query, key, value);
     run.finish(result, context);
 }

@@ -198,14 +198,21 @@ void resolve_torch(Names<T>& names, MhaParams<T>& p, const MhaDims& dims) {
     if (std::optional<Array<T>> w = names.take("in_proj_weight")) {
         require_rank(p.source, "in_proj_weight", *w, 2, "(3E, E)");
         const std::size_t r = w->shape()[0];
-        if (r % 3 != 0) {
-            fail_shape(p.source, "in_proj_weight: shape " + shape_string(w->shape()) +
-                                     " but expected (3E, E): " + std::to_string(r) +
-                                     " rows do not split into q, k and v blocks");
+        // Grouped-query attention: H*P rows of q, then G*P of k and G*P of v (P = r / (H + 2G)).
+        const bool grouped = dims.kv_heads != 0 && dims.kv_heads != dims.heads;
+        const std::size_t parts = grouped ? dims.heads + 2 * dims.kv_heads : 3;
+        if (r % parts != 0) {
+            fail_shape(p.source, "in_proj_weight: shape " + shape_string(w->shape()) + " but expected " +
+                                     (grouped ? "(H*P + 2*G*P, E) with H=" + std::to_string(dims.heads) +
+                                                    ", G=" + std::to_string(dims.kv_heads)
+                                              : std::string("(3E, E)")) +
+                                     ": " + std::to_string(r) + " rows do not split into q, k and v blocks");
         }
-        p.w_q = rows(*w, 0, r / 3);
-        p.w_k = rows(*w, r / 3, 2 * r / 3);
-        p.w_v = rows(*w, 2 * r / 3, r);
+        const std::size_t nq = grouped ? r / parts * dims.heads : r / 3;
+        const std::size_t nk = grouped ? r / parts * dims.kv_heads : r / 3;
+        p.w_q = rows(*w, 0, nq);
+        p.w_k = rows(*w, nq, nq + nk);
+        p.w_v = rows(*w, nq + nk, r);
         p.fused_in_proj = true;
     } else {
         const std::string required = "q_proj_weight, k_proj_weight and v_proj_weight";

@@ -2,8 +2,8 @@
 # The position flags without --model (--rotary, --rotary-theta, --rotary-dims, --alibi, --window,
 # --causal-align) on sdpa and mha, against PyTorch float64 goldens
 # (tests/fixtures/make_position_flag_fixtures.py -> tests/fixtures/position_flags/cases.json):
-# output, weights, q_rotary and k_rotary in f64 (rtol 1e-9, atol 1e-10) and f32 (rtol 1e-4,
-# atol 1e-5); and the flag errors (exit 2).
+# output, weights and the listed stages (q_rotary, k_rotary, q_heads ...) in f64 (rtol 1e-9, atol 1e-10) and f32 (rtol 1e-4,
+# atol 1e-5); a fused in_proj_weight with GQA rows; and the flag errors (exit 2).
 # Env: ATTNTRACE (binary), SRC (repo root), PYTHON (reads the JSON case list).
 source "$(dirname "${BASH_SOURCE[0]}")/golden_common.bash"
 DIR="$SRC/tests/fixtures/position_flags"
@@ -11,23 +11,31 @@ DIR="$SRC/tests/fixtures/position_flags"
 cases=$("$PYTHON" -c '
 import json, sys
 for c in json.load(open(sys.argv[1])):
-    e = c["expected"]
-    print(c["name"], c["command"], e["output"], e["weights"], e["q_rotary"], e["k_rotary"], *c["flags"])
+    print(c["name"], c["command"], ",".join(k + "=" + v for k, v in c["expected"].items()), *c["flags"])
 ' "$DIR/cases.json")
-while read -r name command out weights qr kr flags; do
+while read -r name command expected flags; do
+    IFS=, read -r -a pairs <<< "$expected"
     for dtype in f64 f32; do
         if [[ $dtype == f32 ]]; then tol=(--rtol 1e-4 --atol 1e-5); else tol=(--rtol 1e-9 --atol 1e-10); fi
+        outs=()
+        for pair in "${pairs[@]}"; do
+            stage=${pair%%=*}
+            case $stage in
+                output) outs+=(-o "$work/output.npy") ;;
+                weights) outs+=(--attn-weights "$work/weights.npy") ;;
+                *) outs+=(--dump "$stage=$work/$stage.npy") ;;
+            esac
+        done
         # shellcheck disable=SC2086
-        if ! (cd "$DIR" && "$ATTNTRACE" "$command" $flags --dtype "$dtype" --trace none -o "$work/out.npy" \
-                --attn-weights "$work/w.npy" --dump "q_rotary=$work/qr.npy" --dump "k_rotary=$work/kr.npy") \
+        if ! (cd "$DIR" && "$ATTNTRACE" "$command" $flags --dtype "$dtype" --trace none "${outs[@]}") \
                 < /dev/null > "$work/stdout" 2> "$work/stderr"; then
             fail "$name/$dtype" "$(cat "$work/stderr")"
             continue
         fi
         ok=1
-        for pair in "out.npy:$out" "w.npy:$weights" "qr.npy:$qr" "kr.npy:$kr"; do
-            if ! "$ATTNTRACE" compare "$work/${pair%%:*}" "$DIR/${pair#*:}" "${tol[@]}" > "$work/cmp" 2>&1; then
-                fail "$name/$dtype" "${pair#*:}: $(tail -1 "$work/cmp")"
+        for pair in "${pairs[@]}"; do
+            if ! "$ATTNTRACE" compare "$work/${pair%%=*}.npy" "$DIR/${pair#*=}" "${tol[@]}" > "$work/cmp" 2>&1; then
+                fail "$name/$dtype" "${pair#*=}: $(tail -1 "$work/cmp")"
                 ok=0
             fi
         done
