@@ -6,7 +6,8 @@
 #     family has them, in f32 (rtol 1e-4, atol 1e-5: float32 rounding of a float64 computation) and
 #     in f64 (rtol 1e-9, atol 1e-10); a sharded checkpoint (mistral) and bf16 / f16 weights included;
 #   - every bad checkpoint of models/bad/cases.json: exit 3 and one "attntrace: error:" line;
-#   - --heads / --causal disagreeing with config.json: exit 2; info on a checkpoint folder;
+#   - --normed on the golden normed input; an unbatched (L, E) input;
+#   - --heads / --kv-heads / --scale disagreeing with config.json: exit 2; info on a checkpoint folder;
 #   - the memory map: a 24-layer checkpoint over 2 GB, one layer's peak RSS within 2x that layer's
 #     bytes (tests/e2e/checkpoint_memory.py).
 # Env: ATTNTRACE (binary), SRC (repo root), PYTHON (/usr/bin/python3 with numpy).
@@ -92,6 +93,29 @@ done
 rc=0
 "$ATTNTRACE" "${gpt2[@]}" --heads 4 --causal < /dev/null > /dev/null 2> "$work/stderr" || rc=$?
 if [[ $rc == 0 ]]; then passed=$((passed + 1)); else fail "flags/equal" "--heads 4 --causal equal the config: exit $rc"; fi
+
+# ---- --normed: the golden normed input gives the same output; an unbatched (L, E) input ------------
+for model in llama gpt2; do
+    golden="$MODELS/$model/golden"
+    if "$ATTNTRACE" mha --model "$MODELS/$model" --layer 1 -q "$golden/normed_L1.npy" --normed --trace none \
+            -o "$work/normed_out.npy" < /dev/null 2> "$work/stderr" &&
+        compare "$model/--normed" output "$work/normed_out.npy" "$golden/output_L1.npy" 1e-4 1e-5; then
+        passed=$((passed + 1))
+    else
+        fail "$model/--normed" "$(cat "$work/stderr")"
+    fi
+done
+"$PYTHON" -c 'import numpy as np, sys; np.save(sys.argv[2], np.load(sys.argv[1])[1])' \
+    "$MODELS/bloom/golden/hidden_L1.npy" "$work/unbatched.npy"
+"$PYTHON" -c 'import numpy as np, sys; np.save(sys.argv[2], np.load(sys.argv[1])[1])' \
+    "$MODELS/bloom/golden/weights_L1.npy" "$work/unbatched_w_golden.npy"
+if "$ATTNTRACE" mha --model "$MODELS/bloom" --layer 1 -q "$work/unbatched.npy" --trace none \
+        --attn-weights "$work/unbatched_w.npy" < /dev/null 2> "$work/stderr" &&
+    compare "bloom/unbatched" weights "$work/unbatched_w.npy" "$work/unbatched_w_golden.npy" 1e-4 1e-5; then
+    passed=$((passed + 1))
+else
+    fail "bloom/unbatched" "$(cat "$work/stderr")"
+fi
 
 # ---- info ----------------------------------------------------------------------------------------
 if "$ATTNTRACE" info "$MODELS/mistral" > "$work/info.txt" 2>&1 &&
