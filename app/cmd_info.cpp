@@ -21,7 +21,8 @@ struct InfoOptions {
 void run_info(const InfoOptions& opt) {
     for (const std::string& file : opt.files) {
         if (attntrace::is_checkpoint_path(file)) {
-            std::cout << attntrace::checkpoint_info(file) << std::flush;
+            std::cout << (opt.json ? attntrace::checkpoint_info_json(file).dump() + "\n" : attntrace::checkpoint_info(file))
+                      << std::flush;
             continue;
         }
         const auto loaded = attntrace::load_tensor<double>(file);

@@ -482,29 +482,57 @@ bool is_checkpoint_path(const std::string& path) {
     return (fs::is_directory(p) && fs::exists(p / "config.json")) || p.extension() == ".safetensors";
 }
 
-std::string checkpoint_info(const std::string& path) {
-    std::ostringstream o;
+json checkpoint_info_json(const std::string& path) {
+    auto tensor_json = [](const std::string& name, const std::string& dtype, const Shape& shape, const std::string& file) {
+        return json{{"name", name}, {"dtype", dtype}, {"shape", shape}, {"file", file}};
+    };
+    json out{{"path", path}};
     if (!fs::is_directory(path)) {  // one .safetensors file, no config: its tensors
         const auto files = CheckpointFiles::open(path);
-        o << path << ": safetensors, " << files->names().size() << " tensors (no config.json: --model takes the folder)\n";
+        out["tensors"] = json::array();
         for (const auto& [name, file] : files->names()) {
             const auto& t = files->meta(name);
-            o << "  " << name << "  " << t.dtype << " " << shape_string(t.shape) << "\n";
+            out["tensors"].push_back(tensor_json(name, t.dtype, t.shape, file));
         }
-        return o.str();
+        return out;
     }
     const json config = read_config(path);
     const LayerConfig first = read_layer_config(config, (fs::path(path) / "config.json").string(), 0);
     const auto files = CheckpointFiles::open(path);
-    o << path << ": " << first.model_type << ", " << first.layers << " layers, hidden " << first.hidden << ", "
-      << first.heads << " heads, " << first.kv_heads << " kv heads, head dim " << first.head_dim << "\n";
-    o << "  config: " << first.values.dump() << "\n";
+    out.update({{"model_type", first.model_type}, {"layers", first.layers}, {"hidden", first.hidden},
+                {"heads", first.heads}, {"kv_heads", first.kv_heads}, {"head_dim", first.head_dim},
+                {"config", first.values}, {"layer", json::array()}});
     for (std::size_t n = 0; n < first.layers; ++n) {
         const CheckpointLayer layer = resolve_layer(path, config, files, n);
-        o << "layer " << n << ":\n";
-        for (const StoredTensor& t : layer.tensors)
-            o << "  " << t.name << "  " << t.dtype << " " << shape_string(t.shape) << "  (" << t.file << ")\n";
-        o << "  --model --layer " << n << ": " << describe_layer(layer.config) << "\n";
+        json tensors = json::array();
+        for (const StoredTensor& t : layer.tensors) tensors.push_back(tensor_json(t.name, t.dtype, t.shape, t.file));
+        out["layer"].push_back({{"index", n}, {"tensors", tensors}, {"model_plan", describe_layer(layer.config)}});
+    }
+    return out;
+}
+
+std::string checkpoint_info(const std::string& path) {
+    const json info = checkpoint_info_json(path);
+    std::ostringstream o;
+    auto tensor_line = [&](const json& t, bool file) {
+        o << "  " << t["name"].get<std::string>() << "  " << t["dtype"].get<std::string>() << " "
+          << shape_string(t["shape"].get<Shape>());
+        if (file) o << "  (" << t["file"].get<std::string>() << ")";
+        o << "\n";
+    };
+    if (!info.contains("layer")) {
+        o << path << ": safetensors, " << info["tensors"].size() << " tensors (no config.json: --model takes the folder)\n";
+        for (const json& t : info["tensors"]) tensor_line(t, false);
+        return o.str();
+    }
+    o << path << ": " << info["model_type"].get<std::string>() << ", " << info["layers"] << " layers, hidden "
+      << info["hidden"] << ", " << info["heads"] << " heads, " << info["kv_heads"] << " kv heads, head dim "
+      << info["head_dim"] << "\n";
+    o << "  config: " << info["config"].dump() << "\n";
+    for (const json& layer : info["layer"]) {
+        o << "layer " << layer["index"] << ":\n";
+        for (const json& t : layer["tensors"]) tensor_line(t, true);
+        o << "  --model --layer " << layer["index"] << ": " << layer["model_plan"].get<std::string>() << "\n";
     }
     return o.str();
 }

@@ -127,6 +127,19 @@ else
     sed 's/^/    /' "$work/info.txt"
 fi
 
+if "$ATTNTRACE" info --json "$MODELS/qwen3" > "$work/info.json" 2>&1 && "$PYTHON" -c '
+import json, sys
+info = json.load(open(sys.argv[1]))
+assert info["model_type"] == "qwen3" and info["layers"] == 3 and len(info["layer"]) == 3, info
+names = [t["name"] for t in info["layer"][1]["tensors"]]
+assert "model.layers.1.self_attn.q_norm.weight" in names, names
+' "$work/info.json"; then
+    passed=$((passed + 1))
+else
+    fail "info --json" "info --json on the qwen3 checkpoint"
+    head -5 "$work/info.json" | sed 's/^/    /'
+fi
+
 # ---- memory map: a >2 GB checkpoint, one layer -------------------------------------------------
 mkdir -p "$work/big"
 if "$PYTHON" "$SRC/tests/e2e/checkpoint_memory.py" "$ATTNTRACE" "$work/big" > "$work/memory.txt" 2>&1; then

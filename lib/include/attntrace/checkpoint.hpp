@@ -109,6 +109,10 @@ PositionStages<T> positions_for_layer(const LayerConfig& config, const LayerWeig
 // `attntrace info` on a checkpoint folder or a .safetensors file: the layers, each layer's
 // attention tensors with dtypes and shapes, and what --model would do. One text block.
 std::string checkpoint_info(const std::string& path);
+// The same as one JSON object: path, model_type, layers, hidden, heads, kv_heads, head_dim, config,
+// layer: [{index, tensors: [{name, dtype, shape, file}], model_plan}] (a lone .safetensors file:
+// path and tensors only).
+nlohmann::json checkpoint_info_json(const std::string& path);
 
 // True when PATH is a folder holding config.json, or a .safetensors file.
 bool is_checkpoint_path(const std::string& path);
