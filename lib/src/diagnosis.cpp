@@ -43,7 +43,7 @@ Dims dims_of(const CheckProblem& p, const StageValues& ref) {
         d.P = d.E, d.Pv = p.value.shape().back();
     }
     d.scale = p.options.scale ? *p.options.scale : 1 / std::sqrt(static_cast<double>(d.P));
-    d.scale_origin = p.options.scale ? "--scale" : "1/sqrt(P), P = " + std::to_string(d.P);
+    d.scale_origin = p.options.scale ? "--scale" : "1/sqrt(P), P = " + std::to_string(d.P) + " the head dim";
     return d;
 }
 
@@ -77,13 +77,13 @@ const StageFile* file_of(const std::vector<StageFile>& files, std::string_view s
 
 void add_scale_hypotheses(std::vector<Hypothesis>& out, const CheckProblem& p, const StageValues& ref,
                           const std::vector<StageFile>& files, const Dims& d) {
-    const std::string right = short_number(d.scale) + " (" + d.scale_origin + ")";
+    const std::string right = short_number(d.scale) + " = " + d.scale_origin;
     auto with_scale = [](double s) { return [s](CheckProblem& q) { q.options.scale = s; }; };
     if (!near(d.scale, 1)) out.push_back(rerun(p, "missing_scale", "scores not multiplied by the scale " + right, with_scale(1)));
     const double E = static_cast<double>(d.E), P = static_cast<double>(d.P), Lk = static_cast<double>(d.Lk);
     std::vector<std::pair<double, std::string>> named = {
         {1 / std::sqrt(E), "1/sqrt(E), E = " + std::to_string(d.E) + " the embedding dim"},
-        {1 / std::sqrt(P), "1/sqrt(P), P = " + std::to_string(d.P) + " the head dim"},
+        {1 / std::sqrt(P), "1/sqrt(P), P = " + std::to_string(d.P)},
         {1 / P, "1/P, P = " + std::to_string(d.P)},
         {1 / E, "1/E, E = " + std::to_string(d.E)},
         {std::sqrt(P), "sqrt(P): multiplied instead of divided"},
@@ -91,12 +91,12 @@ void add_scale_hypotheses(std::vector<Hypothesis>& out, const CheckProblem& p, c
     if (p.is_mha) named.push_back({1 / std::sqrt(static_cast<double>(d.H * d.P)), "1/sqrt(H*P)"});
     const StageFile* scores = file_of(files, "scores");
     if (scores)
-        if (auto c = fitted_factor(scores->values, ref.at("scores"))) named.push_back({*c * d.scale, "fitted from scores"});
+        if (auto c = fitted_factor(scores->values, ref.at("scores"))) named.push_back({*c * d.scale, "a factor fitted from the scores"});
     std::vector<double> tried{d.scale, 1};
     for (const auto& [value, name] : named) {
         if (std::any_of(tried.begin(), tried.end(), [&](double t) { return near(t, value); })) continue;
         tried.push_back(value);
-        out.push_back(rerun(p, "wrong_scale", "scores scaled by " + short_number(value) + " (" + name + ") instead of " + right,
+        out.push_back(rerun(p, "wrong_scale", "scores scaled by " + short_number(value) + " = " + name + ", instead of " + right,
                             with_scale(value)));
     }
 }
