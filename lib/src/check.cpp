@@ -6,6 +6,7 @@
 #include <limits>
 
 #include <xtensor/xmanipulation.hpp>
+#include <xtensor/xreducer.hpp>
 
 #include "attntrace/diagnosis.hpp"
 #include "attntrace/errors.hpp"
@@ -225,18 +226,17 @@ Tolerance default_tolerance(DType dtype, const Array<double>& ref, const Toleran
     return tol;
 }
 
-StageCheck check_stage(const StageFile& file, const StageValues& run, const ToleranceOverride& tol) {
-    const Array<double>& ref = run.at(file.stage);
-    StageCheck base;
-    base.name = file.stage, base.file = file.path, base.dtype = std::string(dtype_name(file.dtype));
-    base.file_shape = shape_of(file.values), base.reference_shape = shape_of(ref);
-    base.tol = default_tolerance(file.dtype, ref, tol);
-    base.result.shape_a = base.file_shape, base.result.shape_b = base.reference_shape;
-    base.status = StageStatus::shape_mismatch;
+namespace {
+
+// FILE against REF (the stage of RUN, or its head average) in each layout that fits: the first
+// that matches, else the first that fits; nullopt when none does.
+std::optional<StageCheck> best_layout(const StageFile& file, const Array<double>& ref, const StageValues& run,
+                                      const StageCheck& base, const std::string& prefix) {
     std::optional<StageCheck> first;
-    for (auto& cand : layouts(file.values, base.reference_shape, file.stage, run.count("q_heads") > 0)) {
+    for (auto& cand : layouts(file.values, shape_of(ref), file.stage, run.count("q_heads") > 0)) {
         StageCheck c = base;
-        c.layout = cand.layout;
+        c.reference_shape = shape_of(ref);
+        c.layout = prefix.empty() ? cand.layout : prefix + (cand.layout.empty() ? "" : ", " + cand.layout);
         std::optional<std::string> fill;
         if (file.stage == "masked_scores") fill = read_masked_fill(cand.values, ref);
         if (fill) c.conventions.push_back(*fill);
@@ -247,7 +247,26 @@ StageCheck check_stage(const StageFile& file, const StageValues& run, const Tole
         if (c.result.close) return c;
         if (!first) first = std::move(c);
     }
-    return first ? *first : base;
+    return first;
+}
+
+}  // namespace
+
+StageCheck check_stage(const StageFile& file, const StageValues& run, const ToleranceOverride& tol) {
+    const Array<double>& ref = run.at(file.stage);
+    StageCheck base;
+    base.name = file.stage, base.file = file.path, base.dtype = std::string(dtype_name(file.dtype));
+    base.file_shape = shape_of(file.values), base.reference_shape = shape_of(ref);
+    base.tol = default_tolerance(file.dtype, ref, tol);
+    base.result.shape_a = base.file_shape, base.result.shape_b = base.reference_shape;
+    base.status = StageStatus::shape_mismatch;
+    if (auto c = best_layout(file, ref, run, base, "")) return *c;
+    // mha's weights averaged over the heads, PyTorch's default (average_attn_weights=True): (B, Lq, Lk)
+    if (file.stage == "weights" && run.count("q_heads") && ref.dimension() >= 3) {
+        const Array<double> mean = xt::mean(ref, {ref.dimension() - 3});
+        if (auto c = best_layout(file, mean, run, base, "averaged over the heads (PyTorch's default)")) return *c;
+    }
+    return base;
 }
 
 CheckReport check_implementation(const CheckProblem& problem, const std::string& dir, const ToleranceOverride& tol) {

@@ -76,7 +76,8 @@ def own(name, file, array):
 def own_params(name, tensors):
     path = OUT / name / "params.safetensors"
     path.parent.mkdir(parents=True, exist_ok=True)
-    st.write(path, {k: np.asarray(v, dtype=np.float32) for k, v in tensors.items()})
+    st.write(path, {k: (v.detach().numpy() if torch.is_tensor(v) else np.asarray(v)).astype(np.float32)
+                    for k, v in tensors.items()})
     return rel(path)
 
 
@@ -337,6 +338,24 @@ def sdpa_cases():
     case(name, stages, args, 0, text=["masked scores as a -3.40282e+38 fill", "rows with no allowed key as NaN"])
 
 
+# ---- PyTorch's own nn.MultiheadAttention (correct): weights averaged over the heads by default ----
+
+def torch_mha_case():
+    name = "correct_torch_mha"
+    torch.manual_seed(7)
+    m = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    with torch.no_grad():
+        m.in_proj_bias.normal_(0, 0.3)
+        m.out_proj.bias.normal_(0, 0.3)
+        x = torch.randn(2, 5, 8)
+        kpm = torch.tensor([[False] * 5, [False, False, False, True, True]])
+        out, w = m(x, x, x, key_padding_mask=kpm)  # w: (B, Lq, Lk), the mean over the heads
+    assert w.shape == (2, 5, 5)
+    case(name, {"weights": w, "output": out},
+         ["-q", own(name, "x.npy", x.numpy()), "--heads", "2", "--params", own_params(name, m.state_dict()),
+          "--key-padding-mask", own(name, "kpm.npy", kpm.numpy())], 0, text=["averaged over the heads"])
+
+
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
     bloem_cases()
@@ -346,6 +365,7 @@ def main():
     seed004_cases()
     numpy_cases()
     sdpa_cases()
+    torch_mha_case()
     files = [f for f in OUT.rglob("*") if f.is_file()]
     print(f"{len(list(OUT.iterdir()))} cases, {len(files)} files, {sum(f.stat().st_size for f in files)} bytes")
 

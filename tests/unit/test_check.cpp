@@ -87,7 +87,7 @@ TEST_CASE("NaN in a query row with no allowed key matches the reference's zeros,
     CHECK(c.status == StageStatus::differs);
 }
 
-TEST_CASE("layouts: the batch axis left out, heads as (B, Lq, H, P), batch and heads merged") {
+TEST_CASE("layouts: the batch axis left out, heads as (B, Lq, H, P), batch and heads merged, heads averaged") {
     const Array<double> qh = iota({1, 2, 3, 4});  // (B, H, Lq, P)
     const StageValues run = {{"q_heads", qh}, {"scores", iota({2, 2, 3, 3})}};
     auto c = attntrace::check_stage(file("q_heads", Array<double>(xt::view(qh, 0))), run, {});
@@ -108,6 +108,13 @@ TEST_CASE("layouts: the batch axis left out, heads as (B, Lq, H, P), batch and h
     CHECK(c.layout.rfind("(B*H, ...)", 0) == 0);
     c = attntrace::check_stage(file("scores", iota({3, 3})), run, {});
     CHECK(c.status == StageStatus::shape_mismatch);
+    // mha's weights averaged over the heads (PyTorch's default)
+    const StageValues mha_run = {{"q_heads", qh}, {"weights", Array<double>{{{{1.0, 0.0}, {0.5, 0.5}}, {{0.0, 1.0}, {0.5, 0.5}}}}}};
+    c = attntrace::check_stage(file("weights", {{{0.5, 0.5}, {0.5, 0.5}}}), mha_run, {});
+    CHECK(c.status == StageStatus::match);
+    CHECK(c.layout.rfind("averaged over the heads", 0) == 0);
+    c = attntrace::check_stage(file("weights", {{{1.0, 0.0}, {0.5, 0.5}}}), mha_run, {});
+    CHECK(c.status == StageStatus::differs);
     // a layout is only taken when its values match: a wrong (B, Lq, H, P) tensor reads as the trace's
     c = attntrace::check_stage(file("q_heads", iota({1, 2, 3, 4}) * 2.0), run, {});
     CHECK(c.status == StageStatus::differs);
