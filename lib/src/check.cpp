@@ -23,6 +23,7 @@ constexpr double fill_threshold = -1e4;  // a finite masked score at or below th
 
 Shape shape_of(const Array<double>& a) { return Shape(a.shape().begin(), a.shape().end()); }
 
+// The stages with a head axis before the length: (B, H, L, X).
 bool is_head_stage(std::string_view stage) {
     return stage == "q_heads" || stage == "k_heads" || stage == "v_heads" || stage == "context";
 }
@@ -41,6 +42,7 @@ std::string head_layout_name(std::string_view stage, bool batch) {
     return "(" + b + "Lq, H, Pv)";
 }
 
+// A's values (any shape) in SHAPE (the same count).
 Array<double> reshaped(const Array<double>& a, const Shape& shape) {
     Array<double> r = a;
     r.reshape(shape);
@@ -143,6 +145,7 @@ std::optional<std::string> read_empty_rows(Array<double>& user, const Array<doub
     return "rows with no allowed key as NaN (PyTorch before 2.5; attntrace writes zeros)";
 }
 
+// max |a| over A's finite values (any shape); 0 when none.
 double max_finite_abs(const Array<double>& a) {
     double m = 0;
     for (double x : a)

@@ -13,6 +13,7 @@ bool compared(const StageCheck& s) { return s.status == StageStatus::match || s.
 
 nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); }
 
+// S padded with spaces to WIDTH characters.
 std::string padded(std::string s, std::size_t width) {
     if (s.size() < width) s.resize(width, ' ');
     return s;

@@ -28,6 +28,7 @@ struct Dims {
     std::string scale_origin;  // "1/sqrt(P), P = 3" or "--scale"
 };
 
+// H, G, P, Pv from q_heads (B, H, Lq, P), k_heads, v_heads; Lq, Lk from weights (..., Lq, Lk).
 Dims dims_of(const CheckProblem& p, const StageValues& ref) {
     Dims d;
     const auto& w = ref.at("weights");
@@ -47,6 +48,7 @@ Dims dims_of(const CheckProblem& p, const StageValues& ref) {
     return d;
 }
 
+// The hypothesis that runs P changed by MODIFY (inputs, params, masks or options).
 Hypothesis rerun(const CheckProblem& p, std::string code, std::string detail, std::function<void(CheckProblem&)> modify) {
     return {std::move(code), std::move(detail), [&p, modify = std::move(modify)] {
                 CheckProblem q = p;
@@ -69,6 +71,7 @@ std::optional<double> fitted_factor(const Array<double>& u, const Array<double>&
     return ur / rr;
 }
 
+// The file of STAGE among FILES, or nullptr.
 const StageFile* file_of(const std::vector<StageFile>& files, std::string_view stage) {
     for (const auto& f : files)
         if (f.stage == stage) return &f;
@@ -133,10 +136,10 @@ Array<double> weighted_values(const Array<double>& w, const Array<double>& v, st
         double* om = out.data() + m * lq * x;
         for (std::size_t i = 0; i < lq; ++i)
             for (std::size_t j = 0; j < lk; ++j) {
-                const double a = column_sums ? 0 : wm[i * lk + j];
-                for (std::size_t c = 0; c < x && !column_sums; ++c) om[i * x + c] += a * vm[j * x + c];
-                if (column_sums && j < lq)  // out row j gets key j's value times its column sum
-                    for (std::size_t c = 0; c < x; ++c) om[j * x + c] += wm[i * lk + j] * vm[j * x + c];
+                const double a = wm[i * lk + j];
+                const std::size_t row = column_sums ? j : i;  // the blog's: row j gets key j's value times its column sum
+                if (row < lq)
+                    for (std::size_t c = 0; c < x; ++c) om[row * x + c] += a * vm[j * x + c];
             }
     }
     return out;
@@ -181,6 +184,7 @@ StageValues with_weights(const CheckProblem& p, StageValues run, const Array<dou
     return with_context(p, run, weighted_values(w, v, p.is_mha ? d.H : 1, p.is_mha ? d.G : 1, false), d);
 }
 
+// softmax_axis: weights (..., Lq, Lk) normalized over Lq, then the stages after them.
 void add_axis_hypotheses(std::vector<Hypothesis>& out, const CheckProblem& p, const StageValues& ref, const Dims& d) {
     out.push_back({"softmax_axis", "softmax over the query axis (each column of the weights sums to 1) instead of the keys",
                    [&p, &ref, d] { return with_weights(p, ref, softmax_over_queries(ref.at("masked_scores")), d); }});
@@ -218,10 +222,12 @@ Array<double> transposed(const Array<double>& w) { return xt::transpose(w); }
 
 bool square(const Array<double>& w) { return w.dimension() == 2 && w.shape()[0] == w.shape()[1]; }
 
+// Whether bias B (any length) is present with a nonzero value.
 bool nonzero(const std::optional<Array<double>>& b) {
     return b && std::any_of(b->begin(), b->end(), [](double x) { return x != 0; });
 }
 
+// transposed_weight for each square W (rows, E), wrong_projection for each weight borrowed by the others.
 void add_weight_hypotheses(std::vector<Hypothesis>& out, const CheckProblem& p) {
     for (const auto& pr : projections)
         if (square(p.params.*(pr.w)))
@@ -258,6 +264,7 @@ void add_weight_hypotheses(std::vector<Hypothesis>& out, const CheckProblem& p) 
         }
 }
 
+// The projection mistakes (mha): weights as above, context_from_input (needs Ev = G*Pv), missing_bias.
 void add_projection_hypotheses(std::vector<Hypothesis>& out, const CheckProblem& p, const Dims& d) {
     if (!p.is_mha) return;
     add_weight_hypotheses(out, p);
@@ -306,6 +313,8 @@ Array<double> regroup_last(const Array<double>& a, std::size_t heads, std::size_
     return r;
 }
 
+// head_split: W_q, W_k (H*P, E), W_v (H*Pv, E) rows regrouped as (P, H); W_o's columns and merged
+// (B, Lq, H*Pv) regrouped back when the merge is wrong too. Needs G = H > 1.
 void add_head_split_hypotheses(std::vector<Hypothesis>& out, const CheckProblem& p, const Dims& d) {
     if (!p.is_mha || d.H < 2 || d.G != d.H || (d.P < 2 && d.Pv < 2)) return;
     auto split = [d](CheckProblem& q) {
@@ -342,6 +351,7 @@ Array<double> allowed(const Array<double>& masked_scores) {
     return a;
 }
 
+// Masks with FORBIDDEN (B, H, Lq, Lk) or (..., Lq, Lk), nonzero = not allowed, as their only mask.
 Masks<double> only_mask(Array<double> forbidden) {
     Masks<double> m;
     m.attn_mask = std::move(forbidden);
@@ -350,6 +360,7 @@ Masks<double> only_mask(Array<double> forbidden) {
     return m;
 }
 
+// mask_inverted (when the reference masks anything) and causal_offset (with --causal), as (.., Lq, Lk) bool masks.
 void add_mask_hypotheses(std::vector<Hypothesis>& out, const CheckProblem& p, const StageValues& ref) {
     const auto& ms = ref.at("masked_scores");
     if (std::any_of(ms.begin(), ms.end(), [](double x) { return x == -std::numeric_limits<double>::infinity(); }))
@@ -376,10 +387,12 @@ void add_mask_hypotheses(std::vector<Hypothesis>& out, const CheckProblem& p, co
 
 // ---- the error pattern when no hypothesis explains the difference -------------------------------
 
+// compare's allclose on U and R of one shape.
 bool all_close(const Array<double>& u, const Array<double>& r, Tolerance tol) {
     return compare_tensors(u, r, tol).close;
 }
 
+// R (..., M, N) as (..., N, M).
 Array<double> last_two_swapped(const Array<double>& r) {
     std::vector<std::size_t> perm(r.dimension());
     for (std::size_t d = 0; d < perm.size(); ++d) perm[d] = d;
@@ -387,6 +400,7 @@ Array<double> last_two_swapped(const Array<double>& r) {
     return xt::transpose(r, perm);
 }
 
+// What F's stage (any layout) has against RUN's when no hypothesis explains it, in words.
 std::string error_pattern(const StageFile& f, const StageValues& run, const ToleranceOverride& override_tol) {
     const Array<double>& r = run.at(f.stage);
     const StageCheck c = check_stage(f, run, override_tol);
