@@ -5,6 +5,7 @@
 # what the script implemented, and the text report names the layouts and conventions it read.
 # Then the JSON document's exact keys, --rtol/--atol, a shape mismatch, and the error paths.
 source "$(dirname "$0")/cli_common.bash"
+need_numpy
 command -v jq >/dev/null || { echo "SKIP: no jq"; exit 77; }
 CASES="$FIXTURES/check"
 cd "$SRC"
@@ -67,6 +68,21 @@ while IFS= read -r line; do
         *) grep -qxF -- "$line" "$W/readme_out" || fail "README shows '$line'; check prints: $(tail -2 "$W/readme_out")" ;;
     esac
 done <<< "$shown"
+
+# max_abs, max_rel and where against numpy, with the reference from mha --dtype f64.
+read -r -a args < "$CASES/unknown_factor/args"
+"$A" mha "${args[@]}" --dtype f64 --trace none -o "$W/ref_out.npy"
+run 1 "$A" check "$CASES/unknown_factor/stages" "${args[@]}" --format json
+"$PYTHON" - "$CASES/unknown_factor/stages/output.npy" "$W/ref_out.npy" "$W/out" <<'PY' || fail "output's errors differ from numpy's"
+import json, sys, numpy as np
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+s = next(s for s in json.load(open(sys.argv[3]))["stages"] if s["name"] == "output")
+d = np.abs(a - b)
+assert s["status"] == "differs", s
+assert list(np.unravel_index(np.argmax(d), d.shape)) == s["where"], (s["where"], np.argmax(d))
+assert abs(s["max_abs"] - d.max()) <= 1e-12 * d.max(), (s["max_abs"], d.max())
+assert abs(s["max_rel"] - (d / np.abs(b)).max()) <= 1e-9 * (d / np.abs(b)).max(), s["max_rel"]
+PY
 
 # --rtol/--atol replace the dtype's default: a correct float32 run fails compare's float64 tolerance.
 ok=(check "$CASES/correct_bloem_f32/stages" "${bloem[@]}")
