@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "attntrace/atomic_write.hpp"
 #include "attntrace/errors.hpp"
 #include "flag_parsing.hpp"
 #include "attntrace/gemm.hpp"
@@ -19,13 +20,16 @@ void add_attention_input_flags(CLI::App& cmd, AttentionFlags& f) {
     cmd.add_option("--scale", f.scale, "score scale (default 1/sqrt(head dim))");
     cmd.add_flag("--causal", f.causal, "query i sees keys <= i (top-left aligned, as PyTorch's is_causal)");
     cmd.add_option("--attn-mask", f.attn_mask,
-                   "mask file: bool (true = not allowed) or float (added to the scores); (Lq, Lk) or broadcastable");
+                   "mask file: bool (true = not allowed) or float (added to the scores); (Lq, Lk) or broadcastable")
+        ->check(file_name());
 }
 
 void add_attention_flags(CLI::App& cmd, AttentionFlags& f) {
     add_attention_input_flags(cmd, f);
-    cmd.add_option("-o,--output", f.output, "write the output tensor: .npy, .json, or - (stdout, npy)");
-    cmd.add_option("--attn-weights", f.attn_weights, "write the softmax weights: .npy, .json or - (stdout, npy)");
+    cmd.add_option("-o,--output", f.output, "write the output tensor: .npy, .json, or - (stdout, npy)")
+        ->check(file_name());
+    cmd.add_option("--attn-weights", f.attn_weights, "write the softmax weights: .npy, .json or - (stdout, npy)")
+        ->check(file_name());
     cmd.add_option("--dtype", f.dtype, "compute and output precision")
         ->check(CLI::IsMember({"f32", "f64"}))
         ->capture_default_str();
@@ -113,17 +117,22 @@ AttentionRun<T>::AttentionRun(const AttentionFlags& flags, const std::vector<std
 
 template <class T>
 void AttentionRun<T>::check_outputs(const std::vector<std::string>& inputs,
-                                    const std::vector<std::string>& extra_outputs) const {
-    std::vector<std::string> outputs{flags_.output, flags_.attn_weights};
-    for (const auto& [stage, file] : dumps_) outputs.push_back(file);
+                                    const std::vector<std::pair<std::string, std::string>>& extra_outputs) const {
+    std::vector<std::pair<std::string, std::string>> outputs{{"-o", flags_.output}, {"--attn-weights", flags_.attn_weights}};
+    for (const auto& [stage, file] : dumps_) outputs.emplace_back("--dump " + stage, file);
     outputs.insert(outputs.end(), extra_outputs.begin(), extra_outputs.end());
+    std::erase_if(outputs, [](const auto& output) { return output.second.empty(); });
     std::size_t to_stdout = 0;
-    for (const auto& out : outputs) {
-        if (out.empty()) continue;
+    for (const auto& [flag, out] : outputs) {
         if (out == "-") ++to_stdout;
         ensure_not_an_input(out, inputs);
     }
     if (to_stdout > 1) throw UsageError("-o: only one output can go to stdout (-)");
+    for (std::size_t i = 0; i < outputs.size(); ++i)
+        for (std::size_t j = i + 1; j < outputs.size(); ++j)
+            if (same_output_file(outputs[i].second, outputs[j].second))
+                throw UsageError(outputs[j].first + ": " + outputs[j].second + " is the file of " + outputs[i].first +
+                                 " (" + outputs[i].second + "); two tensors cannot go to one file");
     if (to_stdout == 1 && flags_.format == "json")
         throw UsageError("--format: the JSON trace takes stdout; write the tensors to files");
 }
@@ -182,9 +191,10 @@ void AttentionRun<T>::finish(AttentionResult<T>& result, TraceContext context) c
                        {"attn_weights", path_or_null(flags_.attn_weights)},
                        {"dumps", dumped}};
     if (flags_.format == "json") {
+        // replace: a file name that is not UTF-8 must not make dump() throw (as info --json)
         std::cout << trace_json(context, recorder.stages(), result.row_stats, result.empty_rows,
                                 flags_.trace == "values")
-                         .dump()
+                         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                   << '\n'
                   << std::flush;
         return;
@@ -205,13 +215,14 @@ template class AttentionRun<float>;
 template class AttentionRun<double>;
 
 void add_mha_model_flags(CLI::App& cmd, MhaFlags& f) {
-    cmd.add_option("-q,--query", f.common.query, "QUERY (B, Lq, Eq) or (Lq, Eq)")->required();
-    cmd.add_option("-k,--key", f.common.key, "KEY (B, Lk, Ek); default QUERY");
-    cmd.add_option("-v,--value", f.common.value, "VALUE (B, Lk, Ev); default KEY");
+    cmd.add_option("-q,--query", f.common.query, "QUERY (B, Lq, Eq) or (Lq, Eq)")->required()->check(file_name());
+    cmd.add_option("-k,--key", f.common.key, "KEY (B, Lk, Ek); default QUERY")->check(file_name());
+    cmd.add_option("-v,--value", f.common.value, "VALUE (B, Lk, Ev); default KEY")->check(file_name());
     cmd.add_option("--heads", f.heads, "number of heads H")->check(positive_integer());
     cmd.add_option("--kv-heads", f.kv_heads, "grouped-query attention: G key/value heads (H % G == 0)")
         ->check(positive_integer());
-    cmd.add_option("--params", f.params, "parameters: .safetensors, .json, or a directory of NAME.npy");
+    cmd.add_option("--params", f.params, "parameters: .safetensors, .json, or a directory of NAME.npy")
+        ->check(file_name());
     cmd.add_option("--prefix", f.prefix, "use only parameter names starting with this prefix (stripped)");
     cmd.add_option("--seed", f.seed, "seed of the random init when there is no --params")->capture_default_str();
     cmd.add_flag("--bias,!--no-bias", f.bias, "random init: with biases (default) or without");
@@ -219,8 +230,9 @@ void add_mha_model_flags(CLI::App& cmd, MhaFlags& f) {
     cmd.add_option("--value-head-dim", f.value_head_dim, "random init: Pv (default P)")->check(positive_integer());
     cmd.add_option("--out-dim", f.out_dim, "random init: PO (default E)")->check(positive_integer());
     cmd.add_flag("--no-out-proj", f.no_out_proj, "concatenate the heads with no output projection");
-    cmd.add_option("--key-padding-mask", f.key_padding_mask, "(B, Lk) bool or 0/1: true ignores that key");
-    cmd.add_option("--valid-lens", f.valid_lens, "d2l valid lengths: 3,2 or a (B,) / (B, Lq) file");
+    cmd.add_option("--key-padding-mask", f.key_padding_mask, "(B, Lk) bool or 0/1: true ignores that key")
+        ->check(file_name());
+    cmd.add_option("--valid-lens", f.valid_lens, "d2l valid lengths: 3,2 or a (B,) / (B, Lq) file")->check(file_name());
 }
 
 namespace {

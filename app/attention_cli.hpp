@@ -38,8 +38,11 @@ class AttentionRun {
 public:
     AttentionRun(const AttentionFlags& flags, const std::vector<std::string>& stage_names);
 
-    // Every path the run reads or writes must be checked before any work.
-    void check_outputs(const std::vector<std::string>& inputs, const std::vector<std::string>& extra_outputs) const;
+    // Every path the run reads or writes must be checked before any work: no output is an input,
+    // no two outputs name one file, at most one goes to stdout. EXTRA_OUTPUTS: the command's own
+    // outputs as (flag, path), e.g. {"--save-params", "p.safetensors"}.
+    void check_outputs(const std::vector<std::string>& inputs,
+                       const std::vector<std::pair<std::string, std::string>>& extra_outputs) const;
     // The attention mask from the flags (bool when the file's dtype is not a float).
     void load_attn_mask(attntrace::Masks<T>& masks) const;
     // Refuses (exit 3) when the (..., Lq, Lk) buffers this run keeps would exceed --max-memory.
@@ -58,10 +61,7 @@ private:
     std::vector<std::pair<std::string, std::string>> dumps_;  // stage, file
 };
 
-template <class A>
-attntrace::Shape shape_of(const A& array) {
-    return attntrace::Shape(array.shape().begin(), array.shape().end());
-}
+using attntrace::shape_of;
 
 // The JSON trace's "inputs": [{"name", "file", "format", "dtype", "shape"}] for query, key, value.
 template <class T>

@@ -7,6 +7,7 @@
 #include "attntrace/errors.hpp"
 #include "attntrace/tensor_io.hpp"
 #include "commands.hpp"
+#include "flag_parsing.hpp"
 
 namespace {
 
@@ -29,8 +30,8 @@ void run_compare(const CompareOptions& opt) {
 void setup_compare(CLI::App& app) {
     auto opt = std::make_shared<CompareOptions>();
     auto* cmd = app.add_subcommand("compare", "Check that two tensors are close (numpy.allclose)");
-    cmd->add_option("A", opt->a, "the tensor to check; - reads stdin")->required();
-    cmd->add_option("B", opt->b, "the reference tensor (rtol scales |B|)")->required();
+    cmd->add_option("A", opt->a, "the tensor to check; - reads stdin")->required()->check(file_name());
+    cmd->add_option("B", opt->b, "the reference tensor (rtol scales |B|)")->required()->check(file_name());
     cmd->add_option("--rtol", opt->tol.rtol, "relative tolerance")->capture_default_str();
     cmd->add_option("--atol", opt->tol.atol, "absolute tolerance")->capture_default_str();
     cmd->footer(R"(A element is close when |a - b| <= atol + rtol * |b|; NaN is never close, and the

@@ -6,6 +6,7 @@
 #include "attntrace/errors.hpp"
 #include "attntrace/tensor_io.hpp"
 #include "commands.hpp"
+#include "flag_parsing.hpp"
 
 namespace {
 
@@ -39,8 +40,12 @@ void run_convert(const ConvertOptions& opt) {
 void setup_convert(CLI::App& app) {
     auto opt = std::make_shared<ConvertOptions>();
     auto* cmd = app.add_subcommand("convert", "Convert a tensor file between .npy and JSON");
-    cmd->add_option("IN", opt->input, "the input file (.npy or JSON, detected); - reads stdin")->required();
-    cmd->add_option("OUT", opt->output, "the output file, format by extension; - writes stdout")->required();
+    cmd->add_option("IN", opt->input, "the input file (.npy or JSON, detected); - reads stdin")
+        ->required()
+        ->check(file_name());
+    cmd->add_option("OUT", opt->output, "the output file, format by extension; - writes stdout")
+        ->required()
+        ->check(file_name());
     cmd->add_option("--to", opt->to, "the output format (required for -)")
         ->check(CLI::IsMember({"npy", "json"}));
     cmd->add_option("--dtype", opt->dtype, "the output dtype (default: f64 for float64 input, else f32)")

@@ -7,6 +7,7 @@
 #include "attntrace/stats.hpp"
 #include "attntrace/tensor_io.hpp"
 #include "commands.hpp"
+#include "flag_parsing.hpp"
 
 namespace {
 
@@ -32,7 +33,7 @@ void run_info(const InfoOptions& opt) {
 void setup_info(CLI::App& app) {
     auto opt = std::make_shared<InfoOptions>();
     auto* cmd = app.add_subcommand("info", "Describe tensor files: format, dtype, shape, statistics");
-    cmd->add_option("FILE", opt->files, "a .npy or JSON tensor file; - reads stdin")->required();
+    cmd->add_option("FILE", opt->files, "a .npy or JSON tensor file; - reads stdin")->required()->check(file_name());
     cmd->add_flag("--json", opt->json, "one JSON object per file, one per line (JSON Lines)");
     cmd->footer(R"(min/max/mean/std are over the finite values; NaN and Inf are counted apart.
 Stops at the first file that cannot be read (exit 3).

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "attention_cli.hpp"
+#include "attntrace/atomic_write.hpp"
 #include "attntrace/errors.hpp"
 #include "attntrace/gemm.hpp"
 #include "attntrace/numbers.hpp"
@@ -23,7 +24,7 @@ void run_mha(const MhaFlags& f) {
     std::vector<std::string> inputs{c.query, key_path, value_path, c.attn_mask, f.params, f.key_padding_mask};
     const auto valid_list = f.valid_lens.empty() ? std::nullopt : parse_uint_list(f.valid_lens);
     if (!f.valid_lens.empty() && !valid_list) inputs.push_back(f.valid_lens);
-    run.check_outputs(inputs, {f.save_params});
+    run.check_outputs(inputs, {{"--save-params", f.save_params}});
     if (f.heads == 0) throw attntrace::UsageError("--heads: must be at least 1");
 
     const auto in = load_mha_inputs<T>(f, run);
@@ -95,7 +96,8 @@ void setup_mha(CLI::App& app) {
     auto* cmd = app.add_subcommand("mha", "Multi-head attention with projections (torch.nn.MultiheadAttention)");
     add_mha_model_flags(*cmd, *f);
     cmd->get_option("--heads")->required();
-    cmd->add_option("--save-params", f->save_params, "write the parameters used as .safetensors (PyTorch names)");
+    cmd->add_option("--save-params", f->save_params, "write the parameters used as .safetensors (PyTorch names)")
+        ->check(file_name());
     cmd->add_flag("--average-heads", f->average_heads, "--attn-weights averaged over heads (B, Lq, Lk)");
     add_attention_flags(*cmd, f->common);
     cmd->footer(R"(Parameter names are tried in this order: PyTorch's nn.MultiheadAttention state_dict

@@ -63,7 +63,7 @@ void setup_random(CLI::App& app) {
     cmd->add_option("--dtype", opt->dtype, "the dtype written")
         ->check(CLI::IsMember({"f32", "f64"}))
         ->capture_default_str();
-    cmd->add_option("-o,--output", opt->output, "the output file; - writes stdout")->required();
+    cmd->add_option("-o,--output", opt->output, "the output file; - writes stdout")->required()->check(file_name());
     cmd->add_option("--to", opt->to, "the output format (default: by extension, npy for -)")
         ->check(CLI::IsMember({"npy", "json"}));
     cmd->footer(R"(The values are the same on every machine: std::mt19937_64(seed); uniform is

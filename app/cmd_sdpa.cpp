@@ -6,6 +6,7 @@
 #include "attntrace/numbers.hpp"
 #include "attntrace/tensor_io.hpp"
 #include "commands.hpp"
+#include "flag_parsing.hpp"
 
 namespace {
 
@@ -48,9 +49,9 @@ void run_sdpa(const AttentionFlags& f) {
 void setup_sdpa(CLI::App& app) {
     auto f = std::make_shared<AttentionFlags>();
     auto* cmd = app.add_subcommand("sdpa", "Scaled dot-product attention on Q, K, V (no projections)");
-    cmd->add_option("-q,--query", f->query, "Q (..., Lq, E)")->required();
-    cmd->add_option("-k,--key", f->key, "K (..., Lk, E)")->required();
-    cmd->add_option("-v,--value", f->value, "V (..., Lk, Ev)")->required();
+    cmd->add_option("-q,--query", f->query, "Q (..., Lq, E)")->required()->check(file_name());
+    cmd->add_option("-k,--key", f->key, "K (..., Lk, E)")->required()->check(file_name());
+    cmd->add_option("-v,--value", f->value, "V (..., Lk, Ev)")->required()->check(file_name());
     add_attention_flags(*cmd, *f);
     cmd->footer(R"(softmax(Q Kᵀ · scale + mask) V, as torch.nn.functional.scaled_dot_product_attention.
 Q, K and V may have any number of equal leading dims; the output is (..., Lq, Ev).

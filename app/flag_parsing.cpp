@@ -30,6 +30,14 @@ std::uint64_t parse_seed(const std::string& text, const std::string& flag) {
     return *seed;
 }
 
+CLI::Validator file_name() {
+    return CLI::Validator(
+        [](std::string& text) -> std::string {
+            return text.empty() ? "the file name is empty (give a path, or - for stdin/stdout)" : "";
+        },
+        "");
+}
+
 CLI::Validator positive_integer(std::uint64_t max) {
     return CLI::Validator(
         [max](std::string& text) -> std::string {

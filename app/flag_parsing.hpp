@@ -17,5 +17,9 @@ std::uint64_t parse_seed(const std::string& text, const std::string& flag = "--s
 
 #include <CLI/CLI.hpp>
 
+// A CLI11 check for file names: not empty (a script's unset $OUT gives -o ''). Input flags too:
+// --params '' must not silently mean "no parameters".
+CLI::Validator file_name();
+
 // A CLI11 check for counts (--heads, --threads, --head-dim ...): an integer from 1 to MAX.
 CLI::Validator positive_integer(std::uint64_t max = UINT64_MAX);

@@ -16,6 +16,7 @@
 
 #include "attntrace/atomic_output.hpp"
 #include "attntrace/errors.hpp"
+#include "attntrace/file_bytes.hpp"
 #include "attntrace/gemm.hpp"
 #include "commands.hpp"
 
@@ -71,6 +72,9 @@ int main(int argc, char** argv) {
     prepare_blas(argc, argv);
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
+    std::signal(SIGHUP, on_signal);
+    std::signal(SIGXFSZ, SIG_IGN);  // past ulimit -f, write(2) fails with EFBIG and is reported (exit 4)
+    attntrace::remember_inputs(true);  // no output may replace a file this run read
 
     CLI::App app("attntrace: run and trace attention on tensor files (.npy, JSON), and read, convert, compare\n"
                  "and generate those files",
@@ -99,6 +103,8 @@ the output, 70 internal error. `attntrace COMMAND --help` describes each command
         if (!std::cout) return fail(attntrace::exit_output, "stdout: write failed");
         return attntrace::exit_ok;
     } catch (const CLI::RuntimeError& e) {  // a command's own exit code (compare: 1)
+        std::cout.flush();  // its report must not be lost silently (compare > /dev/full)
+        if (!std::cout) return fail(attntrace::exit_output, "stdout: write failed");
         return e.get_exit_code();
     } catch (const CLI::Success& e) {  // --help, --help-all, --version
         return app.exit(e);

@@ -1,28 +1,32 @@
-// JSON tensors: reading with nlohmann::json's SAX interface (no DOM, bounded depth) and writing in
-// shortest round-trip form.
+// JSON tensors (json_tensor.hpp): reading with nlohmann::json's SAX interface (no DOM, bounded
+// depth) and writing in shortest round-trip form.
 //
 // Accepted forms:
 //   [[1, 2], [3, 4]]                                   bare nested arrays (3.5 is a 0-d tensor,
 //                                                      [] has shape (0,)); dtype float64
 //   {"shape": [2, 2], "dtype": "float32", "data": ...}  data nested or flat; shape and dtype
 //                                                      optional; keys in any order
-// Values are read as double (as Python's json module does) and converted to T.
+// Values are read as double (as Python's json module does) and converted to T. NaN, Infinity and
+// -Infinity are numbers, as Python's json module reads and writes them (standard JSON has no such
+// numbers, so they are swapped for same-length number tokens before nlohmann parses the text).
 #include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "attntrace/errors.hpp"
-#include "attntrace/tensor_io.hpp"
+#include "attntrace/json_tensor.hpp"
 
 namespace attntrace {
 
@@ -63,22 +67,72 @@ std::string parse_error_reason(const std::string& what) {
     return rest;
 }
 
+// A NaN, Infinity or -Infinity token: which number of the text it is (0 = the first number
+// token), its value and its spelling.
+struct NonFinite {
+    std::size_t ordinal;
+    double value;
+    std::string_view spelling;
+};
+
+// Python's json extensions outside strings, each replaced in TEXT (a copy of the bytes, made on
+// the first one found) by a number token of the same length, so byte offsets stay true.
+std::vector<NonFinite> replace_non_finite(std::string_view bytes, std::string& text) {
+    static constexpr std::string_view tokens[] = {"NaN", "Infinity", "-Infinity"};
+    static constexpr std::string_view replacements[] = {"0  ", "0       ", "-0       "};
+    static constexpr double values[] = {std::numeric_limits<double>::quiet_NaN(),
+                                        std::numeric_limits<double>::infinity(),
+                                        -std::numeric_limits<double>::infinity()};
+    std::vector<NonFinite> found;
+    std::size_t numbers = 0;
+    for (std::size_t i = 0; i < bytes.size();) {
+        const char c = bytes[i];
+        if (c == '"') {  // skip the string, escapes included
+            for (++i; i < bytes.size() && bytes[i] != '"'; ++i) i += bytes[i] == '\\' ? 1 : 0;
+            ++i;
+            continue;
+        }
+        std::size_t which = 3;
+        const bool at_value = i == 0 || std::string_view(" \t\r\n[{,:").find(bytes[i - 1]) != std::string_view::npos;
+        for (std::size_t t = 0; t < 3 && at_value; ++t) {
+            if (bytes.substr(i, tokens[t].size()) == tokens[t]) which = t;
+        }
+        if (which < 3) {
+            if (text.empty()) text.assign(bytes);
+            text.replace(i, tokens[which].size(), replacements[which]);
+            found.push_back({numbers++, values[which], tokens[which]});
+            i += tokens[which].size();
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            ++numbers;
+            while (i < bytes.size() && std::string_view("0123456789+-.eE").find(bytes[i]) != std::string_view::npos) ++i;
+        } else {
+            ++i;
+        }
+    }
+    return found;
+}
+
 // Builds the tensor from SAX events. Every error throws InputError "<name>: <json path>: ...".
 template <class T>
 class TensorSax final : public json::json_sax_t {
 public:
-    TensorSax(std::string_view bytes, const std::string& name) : bytes_(bytes), name_(name) {}
+    // NON_FINITE: the NaN/Infinity tokens replace_non_finite swapped for numbers.
+    TensorSax(std::string_view bytes, const std::string& name, std::vector<NonFinite> non_finite)
+        : bytes_(bytes), name_(name), non_finite_(std::move(non_finite)) {}
 
     bool null() override { return not_a_number("null"); }
     bool boolean(bool value) override { return not_a_number(value ? "true" : "false"); }
     bool number_integer(number_integer_t value) override {
+        if (const NonFinite* special = next_number()) return number(special->value, [special] { return std::string(special->spelling); });
         return number(static_cast<double>(value), [value] { return std::to_string(value); });
     }
     bool number_unsigned(number_unsigned_t value) override {
+        if (const NonFinite* special = next_number()) return number(special->value, [special] { return std::string(special->spelling); });
         if (slot_ == Slot::shape_item) return shape_dim(value);
         return number(static_cast<double>(value), [value] { return std::to_string(value); });
     }
     bool number_float(number_float_t value, const string_t& text) override {
+        next_number();  // a NaN/Infinity token is replaced by an integer, never by a float
         return number(value, [&text] { return text; });
     }
     bool string(string_t& value) override {
@@ -181,17 +235,6 @@ public:
                      const nlohmann::detail::exception& error) override {
         // nlohmann counts the offending byte as read (and the end of input as one more byte).
         const std::size_t offset = std::min(position > 0 ? position - 1 : 0, bytes_.size());
-        // Python's json module writes NaN and Infinity (and so does json_tensor_text); JSON has
-        // no such numbers.
-        const std::string_view at = bytes_.substr(offset);
-        for (std::string_view token : {"NaN", "Infinity"}) {
-            if (at.substr(0, token.size()) == token) {
-                const bool minus = token == "Infinity" && offset > 0 && bytes_[offset - 1] == '-';
-                throw InputError(name_ + ": " + (minus ? "-" : "") + std::string(token) + " at byte " +
-                                 std::to_string(offset - (minus ? 1 : 0)) +
-                                 " is not a JSON number (non-finite values need .npy)");
-            }
-        }
         throw InputError(name_ + ": invalid JSON at byte " + std::to_string(offset) + ": " +
                          parse_error_reason(error.what()));
     }
@@ -329,8 +372,20 @@ private:
         }
     }
 
+    // Counts one number token of the text; the NaN/Infinity it stands for, if it replaced one.
+    const NonFinite* next_number() {
+        const std::size_t ordinal = numbers_seen_++;
+        if (next_non_finite_ < non_finite_.size() && non_finite_[next_non_finite_].ordinal == ordinal) {
+            return &non_finite_[next_non_finite_++];
+        }
+        return nullptr;
+    }
+
     std::string_view bytes_;
     const std::string& name_;
+    std::vector<NonFinite> non_finite_;  // in text order
+    std::size_t next_non_finite_ = 0;
+    std::size_t numbers_seen_ = 0;
     Slot slot_ = Slot::top;
 
     bool object_form_ = false;
@@ -394,9 +449,12 @@ void append_nested(std::string& out, const Shape& shape, std::size_t depth, cons
 
 template <class T>
 LoadedTensor<T> parse_json_tensor(std::string_view bytes, const std::string& name) {
-    TensorSax<T> handler(bytes, name);
+    std::string replaced;  // BYTES with NaN/Infinity swapped for numbers, when it holds any
+    std::vector<NonFinite> non_finite = replace_non_finite(bytes, replaced);
+    const std::string_view text = non_finite.empty() ? bytes : std::string_view(replaced);
+    TensorSax<T> handler(bytes, name, std::move(non_finite));
     // The handler throws on every error, so a false return cannot happen; it is checked anyway.
-    if (!json::sax_parse(bytes.begin(), bytes.end(), &handler)) {
+    if (!json::sax_parse(text.begin(), text.end(), &handler)) {
         throw InputError(name + ": invalid JSON");
     }
     return handler.finish();

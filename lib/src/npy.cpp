@@ -1,4 +1,4 @@
-// numpy's .npy format: parse_npy and npy_bytes (declared in tensor_io.hpp).
+// numpy's .npy format (npy.hpp): parse_npy, npy_stated_size, npy_bytes and npy_header.
 //
 // File layout (numpy.lib.format):
 //   "\x93NUMPY" major minor          6 + 2 bytes; versions 1.0, 2.0, 3.0
@@ -22,7 +22,7 @@
 
 #include "attntrace/errors.hpp"
 #include "attntrace/tensor.hpp"
-#include "attntrace/tensor_io.hpp"
+#include "attntrace/npy.hpp"
 #include "half.hpp"
 
 namespace attntrace {
@@ -318,41 +318,90 @@ std::uint32_t read_le(std::string_view bytes, std::size_t at, std::size_t size) 
     return value;
 }
 
+// Where the parts of a .npy file start, and what its header says.
+struct NpyLayout {
+    int major = 1;
+    std::size_t header_begin = 0;   // the header dict's first byte
+    std::size_t header_length = 0;  // as stated
+    NpyHeader header;
+    std::size_t data_bytes = 0;     // prod(shape) * itemsize, checked for overflow
+};
+
+// The magic string, version and header length at the start of BYTES; nullopt when BYTES ends
+// before them (a truncated file, or a stream not read that far).
+std::optional<NpyLayout> npy_preamble(std::string_view bytes, const std::string& name) {
+    if (!bytes.starts_with(npy_magic)) {
+        if (bytes.empty() || npy_magic.starts_with(bytes)) return std::nullopt;
+        fail(name, "not a .npy file (no \\x93NUMPY magic)");
+    }
+    if (bytes.size() < npy_magic.size() + 2) return std::nullopt;
+    NpyLayout layout;
+    layout.major = static_cast<unsigned char>(bytes[6]);
+    const int minor = static_cast<unsigned char>(bytes[7]);
+    if ((layout.major != 1 && layout.major != 2 && layout.major != 3) || minor != 0) {
+        fail(name, "unsupported .npy format version " + std::to_string(layout.major) + "." +
+                       std::to_string(minor) + " (expected 1.0, 2.0 or 3.0)");
+    }
+    const std::size_t length_size = layout.major == 1 ? 2 : 4;
+    layout.header_begin = 8 + length_size;
+    if (bytes.size() < layout.header_begin) return std::nullopt;
+    layout.header_length = read_le(bytes, 8, length_size);
+    return layout;
+}
+
+// Reads the header dict (BYTES holds it whole) into LAYOUT and sizes the data.
+void read_npy_header(std::string_view bytes, const std::string& name, NpyLayout& layout) {
+    // 1.0 and 2.0 headers are latin-1, 3.0 utf-8; a valid header is ASCII either way, anything
+    // else fails as an unknown key or dtype.
+    layout.header = HeaderReader(bytes.substr(layout.header_begin, layout.header_length), name).read();
+    const NpyHeader& header = layout.header;
+    const std::size_t itemsize = dtype_size(header.dtype);
+    const std::optional<std::size_t> count = checked_element_count(header.shape);
+    if (!count) fail(name, "shape " + shape_string(header.shape) + " has dims whose product passes 2^63");
+    if (__builtin_mul_overflow(*count, itemsize, &layout.data_bytes)) {
+        fail(name, "shape " + shape_string(header.shape) + " " + std::string(dtype_name(header.dtype)) +
+                       " has more bytes than fit in 64 bits");
+    }
+}
+
 }  // namespace
+
+std::optional<std::uint64_t> npy_stated_size(std::string_view head, const std::string& name) {
+    constexpr std::size_t max_stream_header = std::size_t{1} << 20;
+    std::optional<NpyLayout> layout = npy_preamble(head, name);
+    if (!layout) return std::nullopt;
+    if (layout->header_length > max_stream_header) {
+        fail(name, "header length " + std::to_string(layout->header_length) + " is over 1 MiB (numpy writes a few hundred bytes)");
+    }
+    if (head.size() - layout->header_begin < layout->header_length) return std::nullopt;
+    read_npy_header(head, name, *layout);
+    std::uint64_t total = 0;
+    if (__builtin_add_overflow(layout->header_begin + layout->header_length, layout->data_bytes, &total)) {
+        fail(name, "shape " + shape_string(layout->header.shape) + " has more bytes than fit in 64 bits");
+    }
+    return total;
+}
 
 template <class T>
 LoadedTensor<T> parse_npy(std::string_view bytes, const std::string& name) {
     if (bytes.empty()) fail(name, "empty file");
-    if (!bytes.starts_with(npy_magic)) fail(name, "not a .npy file (no \\x93NUMPY magic)");
-    if (bytes.size() < npy_magic.size() + 2) fail(name, "file ends inside the .npy version");
-    const int major = static_cast<unsigned char>(bytes[6]);
-    const int minor = static_cast<unsigned char>(bytes[7]);
-    if ((major != 1 && major != 2 && major != 3) || minor != 0) {
-        fail(name, "unsupported .npy format version " + std::to_string(major) + "." +
-                       std::to_string(minor) + " (expected 1.0, 2.0 or 3.0)");
+    const std::optional<NpyLayout> preamble = npy_preamble(bytes, name);
+    if (!preamble) {
+        if (!bytes.starts_with(npy_magic)) fail(name, "not a .npy file (no \\x93NUMPY magic)");
+        fail(name, bytes.size() < npy_magic.size() + 2 ? "file ends inside the .npy version"
+                                                      : "file ends inside the .npy header length");
     }
-    const std::size_t length_size = major == 1 ? 2 : 4;
-    const std::size_t header_begin = 8 + length_size;
-    if (bytes.size() < header_begin) fail(name, "file ends inside the .npy header length");
-    const std::size_t header_length = read_le(bytes, 8, length_size);
-    if (header_length > bytes.size() - header_begin) {
-        fail(name, "header length " + std::to_string(header_length) +
+    NpyLayout layout = *preamble;
+    if (layout.header_length > bytes.size() - layout.header_begin) {
+        fail(name, "header length " + std::to_string(layout.header_length) +
                        " runs past the end of the file (" + std::to_string(bytes.size()) + " bytes)");
     }
-    // 1.0 and 2.0 headers are latin-1, 3.0 utf-8; a valid header is ASCII either way, anything
-    // else fails as an unknown key or dtype.
-    NpyHeader header = HeaderReader(bytes.substr(header_begin, header_length), name).read();
-
-    const std::size_t data_begin = header_begin + header_length;
+    read_npy_header(bytes, name, layout);
+    const NpyHeader& header = layout.header;
+    const std::size_t data_begin = layout.header_begin + layout.header_length;
     const std::size_t available = bytes.size() - data_begin;
-    const std::size_t itemsize = dtype_size(header.dtype);
+    const std::size_t needed = layout.data_bytes;
     const std::string what = shape_string(header.shape) + " " + std::string(dtype_name(header.dtype));
-    const std::optional<std::size_t> count = checked_element_count(header.shape);
-    std::size_t needed = 0;
-    if (!count) fail(name, "shape " + shape_string(header.shape) + " has dims whose product passes 2^63");
-    if (__builtin_mul_overflow(*count, itemsize, &needed)) {
-        fail(name, "shape " + what + " has more bytes than fit in 64 bits");
-    }
     if (needed > available) {
         fail(name, "truncated data: needs " + std::to_string(needed) + " bytes, file holds " +
                        std::to_string(available) + " (" + what + ")");
@@ -379,7 +428,7 @@ LoadedTensor<T> parse_npy(std::string_view bytes, const std::string& name) {
     loaded.source.format = FileFormat::npy;
     loaded.source.dtype = header.dtype;
     loaded.source.fortran_order = header.fortran_order;
-    loaded.source.npy_version = std::to_string(major) + ".0";
+    loaded.source.npy_version = std::to_string(layout.major) + ".0";
     return loaded;
 }
 

@@ -18,8 +18,10 @@
 
 #include "attntrace/errors.hpp"
 #include "attntrace/file_bytes.hpp"
+#include "attntrace/json_tensor.hpp"
 #include "attntrace/random.hpp"
 #include "attntrace/safetensors.hpp"
+#include "attntrace/sniff.hpp"
 #include "attntrace/tensor_io.hpp"
 
 namespace attntrace {
@@ -40,11 +42,6 @@ constexpr std::size_t names_shown = 8;   // names listed in a "names present" me
 
 [[noreturn]] void fail_shape(const std::string& source, const std::string& what) {
     throw ShapeError(source + ": " + what);
-}
-
-template <class T>
-Shape shape_of(const Array<T>& a) {
-    return Shape(a.shape().begin(), a.shape().end());
 }
 
 bool ends_with_ci(const std::string& s, std::string_view suffix) {
@@ -109,14 +106,6 @@ Tensors<T> parse_json_params(std::string_view bytes, const std::string& path) {
     return out;
 }
 
-// 8 bytes of header size that fits the file, then '{'.
-bool looks_like_safetensors(std::string_view bytes) {
-    if (bytes.size() < 10 || bytes[8] != '{') return false;
-    std::uint64_t n = 0;
-    for (std::size_t i = 0; i < 8; ++i) n |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
-    return n >= 2 && n <= bytes.size() - 8;
-}
-
 template <class T>
 Tensors<T> read_source(const std::string& path) {
     std::error_code ec;
@@ -125,9 +114,9 @@ Tensors<T> read_source(const std::string& path) {
     const std::string_view bytes = file.bytes();
     if (ends_with_ci(path, ".safetensors")) return parse_safetensors<T>(bytes, path);
     if (ends_with_ci(path, ".json")) return parse_json_params<T>(bytes, path);
-    if (looks_like_safetensors(bytes)) return parse_safetensors<T>(bytes, path);
-    const std::size_t first = bytes.find_first_not_of(" \t\r\n");
-    if (first != std::string_view::npos && bytes[first] == '{') return parse_json_params<T>(bytes, path);
+    const Sniffed format = sniff_format(bytes, bytes.size());
+    if (format == Sniffed::safetensors) return parse_safetensors<T>(bytes, path);
+    if (format == Sniffed::json && bytes[bytes.find_first_not_of(" \t\r\n")] == '{') return parse_json_params<T>(bytes, path);
     fail(path, "not a .safetensors file, a JSON object of name -> nested arrays, or a directory of NAME.npy files");
 }
 
@@ -301,15 +290,19 @@ constexpr std::array<SchemeTrigger, 4> triggers{{
 
 // ---- shape checks -------------------------------------------------------------------------------
 
+}  // namespace
+
 void check_head_counts(const MhaDims& dims) {
-    if (dims.heads == 0) throw UsageError("--heads: must be at least 1 (got 0)");
-    if (dims.kv_heads == 0) throw UsageError("--kv-heads: must be at least 1 (got 0)");
+    if (dims.heads == 0) throw UsageError("heads: must be at least 1 (got 0)");
+    if (dims.kv_heads == 0) throw UsageError("kv heads: must be at least 1 (got 0)");
     if (dims.heads % dims.kv_heads != 0) {
         const std::string h = std::to_string(dims.heads), g = std::to_string(dims.kv_heads);
-        throw UsageError("--kv-heads: " + h + " query heads cannot share " + g + " kv heads (" + h + " % " + g +
+        throw UsageError("kv heads: " + h + " query heads cannot share " + g + " kv heads (" + h + " % " + g +
                          " != 0)");
     }
 }
+
+namespace {
 
 std::string sym(const char* name, std::size_t value) { return std::string(name) + "=" + std::to_string(value); }
 

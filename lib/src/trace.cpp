@@ -1,6 +1,7 @@
 #include "attntrace/trace.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "attntrace/numbers.hpp"
@@ -38,7 +39,7 @@ std::vector<HeadSummary> summarize_heads(const RowStats& stats, std::size_t max_
         for (std::size_t b = 0; b < batches; ++b)
             for (std::size_t i = 0; i < lq; ++i) {
                 const std::size_t row = (b * heads + h) * lq + i;
-                if (stats.argmax[row] < 0) {
+                if (stats.argmax[row] < 0 && !std::isnan(stats.entropy[row])) {  // a NaN row is not empty
                     ++s.empty_rows;
                     continue;
                 }
@@ -151,7 +152,7 @@ std::string render_text_trace(const TraceContext& context, const std::vector<Sta
                 out += std::to_string(t.query);
                 out += arrow;
                 if (t.key < 0) {
-                    out += "none";
+                    out += std::isnan(t.entropy) ? "nan" : "none";
                 } else {
                     out += 'k';
                     out += std::to_string(t.key);

@@ -3,8 +3,9 @@
 # "\" continuation lines) is run from a scratch directory that sees the repository's data/, and
 # what it prints must equal the lines the README shows under it. An example whose shown output
 # is elided ("...") is run for its exit status only. So the documentation cannot drift.
-# Text must match exactly; a number may differ from the README's in its last float32 bits
-# (relative 1e-5), since BLAS kernels round differently from one CPU to another.
+# Text must match exactly; a printed float may differ from the README's by float32 rounding (one
+# unit in its last printed digit + 1e-5 * max(1, |x|), tests/goldens/numtext.py), since BLAS
+# kernels round differently from one CPU and OPENBLAS_CORETYPE to another; integers must be equal.
 source "$(dirname "$0")/cli_common.bash"
 SRC=${SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 ln -s "$SRC/data" "$W/data"
@@ -12,8 +13,10 @@ mkdir -p "$W/bin"
 ln -s "$(realpath "$A")" "$W/bin/attntrace"
 
 "$PYTHON" - "$SRC/README.md" "$W" <<'PY'
-import os, re, subprocess, sys
+import os, subprocess, sys
 readme, work = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(readme)), "tests", "goldens"))
+import numtext
 lines = open(readme).read().split("\n")
 env = dict(os.environ, PATH=f"{work}/bin:" + os.environ["PATH"])
 examples, i, in_block = [], 0, False
@@ -37,18 +40,6 @@ while i < len(lines):
             out.pop()
         examples.append((cmd, out))
     i += 1
-NUMBER = re.compile(r"-?\d+\.?\d*(?:[eE][-+]?\d+)?")
-
-
-def same(expected, got):
-    """Equal text, with numbers equal to float32 rounding."""
-    if expected == got:
-        return True
-    if NUMBER.split(expected) != NUMBER.split(got):
-        return False
-    a, b = NUMBER.findall(expected), NUMBER.findall(got)
-    return len(a) == len(b) and all(abs(float(x) - float(y)) <= 1e-7 + 1e-5 * abs(float(x)) for x, y in zip(a, b))
-
 
 failures = 0
 for cmd, expected in examples:
@@ -61,7 +52,7 @@ for cmd, expected in examples:
         print(f"FAIL (exit {r.returncode}): {cmd}\n{r.stderr}")
     elif any(l.strip() == "..." for l in expected):
         continue  # output elided in the README
-    elif len(got) != len(expected) or not all(same(e, g) for e, g in zip(expected, got)):
+    elif len(got) != len(expected) or not all(numtext.compare(e, g)[0] for e, g in zip(expected, got)):
         failures += 1
         print(f"FAIL: {cmd}")
         for e, g in zip(expected + [""] * len(got), got + [""] * len(expected)):

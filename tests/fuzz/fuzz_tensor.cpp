@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "attntrace/errors.hpp"
+#include "attntrace/npy.hpp"
 #include "attntrace/safetensors.hpp"
 #include "attntrace/tensor_io.hpp"
 

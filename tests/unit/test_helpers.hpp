@@ -65,10 +65,7 @@ std::string error_of(F&& f) {
     return "";
 }
 
-template <class A>
-Shape shape_of(const A& array) {
-    return Shape(array.shape().begin(), array.shape().end());
-}
+using attntrace::shape_of;
 
 // Exact equality of shape and every value (NaN never equals), reporting the first difference.
 template <class T>

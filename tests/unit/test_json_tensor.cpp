@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attntrace/errors.hpp"
+#include "attntrace/json_tensor.hpp"
 #include "attntrace/tensor_io.hpp"
 #include "test_helpers.hpp"
 
@@ -183,12 +184,34 @@ TEST_CASE("invalid or truncated JSON is an error with the byte offset") {
     CHECK(parse_error("[1e999]") == "x.json: invalid JSON at byte 5: number overflow parsing '1e999'");
 }
 
-TEST_CASE("NaN and Infinity, which JSON lacks, are rejected with a message saying so") {
-    CHECK(parse_error("[1, NaN]") == "x.json: NaN at byte 4 is not a JSON number (non-finite values need .npy)");
-    CHECK(parse_error("[Infinity]") ==
-          "x.json: Infinity at byte 1 is not a JSON number (non-finite values need .npy)");
-    CHECK(parse_error("[[1], [-Infinity]]") ==
-          "x.json: -Infinity at byte 7 is not a JSON number (non-finite values need .npy)");
+TEST_CASE("NaN, Infinity and -Infinity are read as Python's json module reads them") {
+    // json.loads('[[NaN, 1], [Infinity, -Infinity]]') == [[nan, 1], [inf, -inf]]
+    const Array<double> a = parse_json_tensor<double>("[[NaN, 1], [Infinity,-Infinity]]", "x.json").array;
+    REQUIRE(shape_of(a) == Shape{2, 2});
+    CHECK(std::isnan(a(0, 0)));
+    CHECK(a(0, 1) == 1.0);
+    CHECK(a(1, 0) == std::numeric_limits<double>::infinity());
+    CHECK(a(1, 1) == -std::numeric_limits<double>::infinity());
+    CHECK(std::isnan(parse_json_tensor<float>("NaN", "x.json").array()));  // json.loads('NaN') is nan
+    // in the object form, next to strings that spell them, and counted right among other numbers
+    const Array<float> b =
+        parse_json_tensor<float>("{\"dtype\": \"float32\", \"shape\": [3], \"data\": [-0.0, -Infinity, 2.5e1]}", "x.json").array;
+    CHECK(std::signbit(b(0)));
+    CHECK(b(1) == -std::numeric_limits<float>::infinity());
+    CHECK(b(2) == 25.0f);
+    CHECK(parse_error("{\"dtype\": \"NaN\", \"data\": [1]}") == "x.json: $.dtype: unknown dtype \"NaN\"");
+}
+
+TEST_CASE("only Python's spellings of non-finite numbers are read, and only where a number goes") {
+    CHECK(parse_error("[1, nan]").starts_with("x.json: invalid JSON at byte 5: "));  // at the a
+    CHECK(parse_error("[inf]").starts_with("x.json: invalid JSON at byte 1: "));
+    CHECK(parse_error("[+Infinity]").starts_with("x.json: invalid JSON at byte 1: "));
+    CHECK(parse_error("[1NaN]").starts_with("x.json: invalid JSON at byte "));
+    CHECK(parse_error("[NaN1]").starts_with("x.json: invalid JSON at byte "));
+    CHECK(parse_error("[Infinityy]").starts_with("x.json: invalid JSON at byte "));
+    CHECK(parse_error("{\"shape\": [NaN], \"data\": []}") ==
+          "x.json: $.shape[0]: expected a non-negative integer, found NaN");
+    CHECK(parse_error("[1, 2] NaN").starts_with("x.json: invalid JSON at byte 7: "));
 }
 
 TEST_CASE("nesting deeper than 64 levels is rejected at once, even 100,000 levels deep") {
@@ -267,7 +290,10 @@ TEST_CASE("non-finite values are written as Python's json module writes them") {
     Array<double> d = {std::numeric_limits<double>::quiet_NaN(), inf, -inf};
     const std::string text = json_tensor_text(d);
     CHECK(text == "{\"shape\": [3], \"dtype\": \"float64\", \"data\": [NaN, Infinity, -Infinity]}\n");
-    CHECK(parse_error(text) == "x.json: NaN at byte 44 is not a JSON number (non-finite values need .npy)");
+    const Array<double> back = parse_json_tensor<double>(text, "x.json").array;  // and reads them back
+    CHECK(std::isnan(back(0)));
+    CHECK(back(1) == inf);
+    CHECK(back(2) == -inf);
 }
 
 TEST_CASE("json_tensor_text output is standard JSON that nlohmann's DOM parser reads") {

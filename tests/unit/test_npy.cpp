@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attntrace/errors.hpp"
+#include "attntrace/npy.hpp"
 #include "attntrace/tensor.hpp"
 #include "attntrace/tensor_io.hpp"
 #include "test_helpers.hpp"
@@ -302,4 +303,28 @@ TEST_CASE("fuzzer finds stay fixed: every input under tests/fixtures/fuzz is rej
         CHECK_THROWS_AS(attntrace::parse_tensor<float>(bytes, "fuzz"), attntrace::InputError);
     }
     CHECK(files >= 1);
+}
+
+TEST_CASE("npy_stated_size: unknown until the header is whole, then the whole file's size") {
+    for (const char* file : {"good/f2_be_f.npy", "good/v3_f4_c.npy", "good/keys_spaced.npy"}) {
+        INFO(file);
+        const std::string bytes = read_file(npy_dir / file);
+        const std::size_t header_end = bytes.size() - [&] {  // the data's size, from the parsed tensor
+            const auto loaded = attntrace::parse_npy<double>(bytes, file);
+            return loaded.array.size() * attntrace::dtype_size(loaded.source.dtype);
+        }();
+        for (std::size_t length = 0; length <= bytes.size(); ++length) {
+            const auto stated = attntrace::npy_stated_size(std::string_view(bytes).substr(0, length), file);
+            if (length < header_end) {
+                CHECK_FALSE(stated.has_value());
+            } else {
+                CHECK(stated == bytes.size());
+            }
+        }
+    }
+    using namespace std::string_view_literals;
+    CHECK_THROWS_WITH_AS(attntrace::npy_stated_size("\x93NUMPY\x02\x00\xff\xff\xff\x7f"sv, "s"),
+                         "s: header length 2147483647 is over 1 MiB (numpy writes a few hundred bytes)", InputError);
+    CHECK_THROWS_WITH_AS(attntrace::npy_stated_size("\x93NUMPY\x04\x00"sv, "s"),
+                         "s: unsupported .npy format version 4.0 (expected 1.0, 2.0 or 3.0)", InputError);
 }

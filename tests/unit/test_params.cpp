@@ -357,12 +357,12 @@ TEST_CASE("a parameter of the wrong shape is a ShapeError naming both shapes and
 
 TEST_CASE("head counts that make no sense are usage errors") {
     const MhaParams<float> p = d2l_params();
-    CHECK_THROWS_WITH_AS(attntrace::check_mha_params(p, MhaDims{0, 1, 5, 4, 7, true}), "--heads: must be at least 1 (got 0)",
+    CHECK_THROWS_WITH_AS(attntrace::check_mha_params(p, MhaDims{0, 1, 5, 4, 7, true}), "heads: must be at least 1 (got 0)",
                          UsageError);
     CHECK_THROWS_WITH_AS(attntrace::check_mha_params(p, MhaDims{2, 0, 5, 4, 7, true}),
-                         "--kv-heads: must be at least 1 (got 0)", UsageError);
+                         "kv heads: must be at least 1 (got 0)", UsageError);
     CHECK_THROWS_WITH_AS(attntrace::random_mha_params<float>(MhaDims{8, 3, 8, 8, 8, true}, HeadSizes{1, 1, 8}, true, 0),
-                         "--kv-heads: 8 query heads cannot share 3 kv heads (8 % 3 != 0)", UsageError);
+                         "kv heads: 8 query heads cannot share 3 kv heads (8 % 3 != 0)", UsageError);
     CHECK_THROWS_WITH_AS(attntrace::random_mha_params<float>(MhaDims{2, 2, 8, 8, 8, true}, HeadSizes{0, 4, 8}, true, 0),
                          "--head-dim: must be at least 1 (got 0)", UsageError);
 }

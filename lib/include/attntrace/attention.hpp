@@ -5,36 +5,26 @@
 // H heads, G kv heads (H % G == 0; query head h uses kv head h / (H/G)), P head dim,
 // Pv value head dim, PO output dim. sdpa has no heads: its "heads" are Q's leading dims.
 //
-// The forward pass, one function per stage in attention.cpp:
-//   project -> split_heads -> scores -> masks -> softmax -> context -> merge_heads -> out_project
+// The forward pass, one function per stage (mha.cpp, sdpa.cpp; attend.cpp for the four in the
+// middle, masks.hpp for the mask plan, stage_report.hpp for what the trace says about each):
+//   project -> split_heads -> positions -> scores -> mask -> softmax -> context -> merge_heads
+//   -> out_project
 // split_heads and merge_heads move no data: a head is a column block of the projection with a
 // leading dimension, and each head's context is written straight into its block of `merged`.
-// A query row with no allowed key gets all-zero weights and a zero context (never NaN).
+// A query row whose keys are all masked gets all-zero weights and a zero context (never NaN, even
+// when V holds NaN or Inf); a row with a NaN among its allowed scores is NaN, as in PyTorch.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 #include <optional>
 #include <string>
 
+#include "attntrace/masks.hpp"
 #include "attntrace/observer.hpp"
 #include "attntrace/params.hpp"
 #include "attntrace/tensor.hpp"
 
 namespace attntrace {
-
-// Masks combine: what is allowed is the AND of every mask; a float attn_mask is added to the
-// scores. Each optional mask keeps the name it came from for messages.
-template <class T>
-struct Masks {
-    bool causal = false;                   // query i sees keys j <= i (top-left aligned)
-    std::optional<Array<T>> attn_mask;     // (Lq, Lk) or broadcastable to (B, H, Lq, Lk)
-    bool attn_mask_is_bool = false;        // true: nonzero = not allowed; false: added
-    std::string attn_mask_name;
-    std::optional<Array<T>> key_padding_mask;  // (B, Lk), nonzero = ignore that key (mha only)
-    std::string key_padding_mask_name;
-    std::optional<Array<T>> valid_lens;    // (B,) or (B, Lq): keys j >= len are masked (mha only)
-    std::string valid_lens_name;
-};
 
 struct AttentionOptions {
     std::optional<double> scale;   // default 1/sqrt(P)
@@ -55,9 +45,9 @@ struct MhaConfig {
 // mha and Q's leading dims for sdpa. Computed on both paths (the tiled one keeps no weights).
 struct RowStats {
     Shape shape;                      // (B, H, Lq) or (..., Lq); unbatched mha: (H, Lq)
-    std::vector<double> entropy;      // -sum_j w_j ln w_j, in nats; 0 for an empty row
-    std::vector<std::int64_t> argmax; // the key with the most weight (first of ties); -1 if empty
-    std::vector<double> max_weight;   // its weight; 0 if empty
+    std::vector<double> entropy;      // -sum_j w_j ln w_j, in nats; 0 for an empty row, NaN for a NaN row
+    std::vector<std::int64_t> argmax; // the key with the most weight (first of ties); -1 if empty or NaN
+    std::vector<double> max_weight;   // its weight; 0 if empty, NaN for a NaN row
 };
 
 template <class T>
@@ -65,7 +55,7 @@ struct AttentionResult {
     Array<T> output;                // sdpa (..., Lq, Ev); mha (B, Lq, PO) or (Lq, PO)
     std::optional<Array<T>> weights;  // (..., Lq, Lk); mha (B, H, Lq, Lk), averaged (B, Lq, Lk)
     double scale = 0;               // the scale actually applied
-    std::size_t empty_rows = 0;     // query rows (over every head) left with no allowed key
+    std::size_t empty_rows = 0;     // query rows (over every head) whose keys are all masked
     HeadSizes sizes;                // mha: P, Pv, PO
     std::optional<RowStats> row_stats;  // with options.row_stats
 };

@@ -1,7 +1,15 @@
 #pragma once
 // The bytes of an input file, memory-mapped when it is a regular file (large inputs are never
-// copied just to be parsed), read into memory when it is stdin ("-") or a pipe.
+// copied just to be parsed), read into memory when it is stdin ("-"), a pipe or a device.
+//
+// A stream is read no further than the file it holds can reach: its first bytes decide the
+// format (sniff.hpp), and reading stops at once when they are neither .npy, JSON nor
+// .safetensors (the parser then says why), at the size a .npy header states, at the first byte
+// that cannot be in JSON text, and at the machine's physical memory. /dev/zero is never read
+// until memory runs out.
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -9,7 +17,9 @@ namespace attntrace {
 
 class FileBytes {
 public:
-    // Throws InputError "<path>: no such file", "<path>: is a directory", "<path>: <strerror>".
+    // Throws InputError "<path>: no such file", "<path>: is a directory", "<path>: <strerror>",
+    // or, for a stream, "<path>: ..." when it holds more than its .npy header states or more
+    // than the physical memory.
     static FileBytes open(const std::string& path);
 
     FileBytes(FileBytes&& other) noexcept;
@@ -29,5 +39,15 @@ private:
     void* mapping_ = nullptr;   // non-null when mmap'ed
     std::string buffer_;        // holds stdin / pipe contents
 };
+
+// From remember_inputs(true) on, every regular file FileBytes::open reads is remembered by
+// identity (st_dev, st_ino), and write_file_atomically refuses to replace one of them: a run
+// never writes over a file it read, however the paths are spelled. app/ turns it on for every
+// command; remember_inputs(false) turns it off and forgets (a long-lived process whose inputs
+// are deleted must, as their inode numbers are reused).
+void remember_inputs(bool on) noexcept;
+
+// The name a remembered input with this identity was read under; nullopt when none was.
+std::optional<std::string> input_read_as(std::uint64_t device, std::uint64_t inode);
 
 }  // namespace attntrace

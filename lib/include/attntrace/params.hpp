@@ -73,7 +73,12 @@ template <class T>
 MhaParams<T> random_mha_params(const MhaDims& dims, const HeadSizes& sizes, bool bias,
                                std::uint64_t seed);
 
-// Checks every shape against DIMS and returns the head sizes (throws ShapeError).
+// Throws UsageError unless H >= 1, G >= 1 and G divides H ("kv heads: 8 query heads cannot share
+// 3 kv heads (8 % 3 != 0)"); the messages name the parameters, the app adds its flags' names.
+void check_head_counts(const MhaDims& dims);
+
+// Checks the head counts and every shape against DIMS and returns the head sizes (throws
+// UsageError / ShapeError).
 template <class T>
 HeadSizes check_mha_params(const MhaParams<T>& params, const MhaDims& dims);
 

@@ -48,6 +48,12 @@ std::string shape_string(const Shape& shape);
 template <class S>
 std::string shape_string(const S& shape) { return shape_string(Shape(shape.begin(), shape.end())); }
 
+// The shape of an array or xtensor expression.
+template <class A>
+Shape shape_of(const A& array) {
+    return Shape(array.shape().begin(), array.shape().end());
+}
+
 // The product of the dims (0 with a zero dim), or nullopt when the dims, zeros counted as 1,
 // multiply past 2^63 - 1: no tensor, not even an empty one, can be indexed with such dims.
 std::optional<std::size_t> checked_element_count(const Shape& shape);

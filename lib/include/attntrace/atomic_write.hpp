@@ -1,0 +1,30 @@
+#pragma once
+// Writing a file atomically: a reader, a crash or a second writer never sees a partial file.
+//
+// The bytes go to a file in the target's directory that has no name while it is written
+// (O_TMPFILE, so even kill -9 leaves nothing behind), and it is linked in as the target only once
+// complete. Where the file system cannot do that, the file is ".<name>.tmp-XXXXXX" (a short
+// ".attntrace.tmp-XXXXXX" when the target's name is too long for the suffix), removed on every
+// error and, through atomic_output.hpp, on SIGINT/SIGTERM. An existing target is replaced in one
+// step and always holds one whole file. "-" writes to stdout; an existing file that is not a
+// regular file (/dev/null, a FIFO) is written in place.
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+namespace attntrace {
+
+// Writes BYTES to PATH atomically ("-" = stdout). Failures are OutputErrors naming PATH, among
+// them "PATH: refusing to overwrite an input file" when PATH is a file this process read
+// (remember_inputs in file_bytes.hpp).
+void write_file_atomically(const std::string& path, std::string_view bytes);
+// The same for bytes in several pieces, written one after the other (a header, then a tensor's
+// data straight from its buffer).
+void write_file_atomically(const std::string& path, std::initializer_list<std::string_view> pieces);
+
+// True when the output paths A and B would write one file: one existing file however it is
+// spelled or linked (by identity), or one place for a file not there yet. "-" and character
+// devices (/dev/null) are never the same file as anything.
+bool same_output_file(const std::string& a, const std::string& b);
+
+}  // namespace attntrace

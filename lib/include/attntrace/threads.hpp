@@ -1,0 +1,61 @@
+#pragma once
+// Threading, in one place: how many workers a run uses, the loop that spreads tasks over them, and
+// the guard that keeps BLAS single-threaded inside our threads.
+//
+// A thread that cannot be started (ulimit -v, ulimit -u, --threads 1024 on a small machine) is
+// not an error: the loop runs with the workers it could start (at least the calling thread). An
+// exception thrown by a task stops the other workers' loops and is rethrown to the caller.
+#include <atomic>
+#include <cstddef>
+#include <exception>
+#include <functional>
+
+namespace attntrace {
+
+// The worker count for REQUESTED threads (0: every core this process may use).
+std::size_t thread_count(std::size_t requested);
+
+// Runs work(worker) on workers 1 .. threads-1 (as many as can be started) and on the calling
+// thread as worker 0, then joins them; returns how many workers ran. WORK must not throw.
+std::size_t run_workers(std::size_t threads, const std::function<void(std::size_t)>& work);
+
+// Runs fn(task, worker) for task in [0, tasks) on up to `threads` workers; each worker takes the
+// next task when it is free, so a slow core or a causal block with few keys does not hold the rest.
+// worker < min(threads, tasks), so per-worker scratch sized that way is enough.
+template <class Fn>
+void parallel_for(std::size_t tasks, std::size_t threads, Fn&& fn) {
+    threads = threads < tasks ? threads : tasks;
+    if (threads <= 1) {
+        for (std::size_t t = 0; t < tasks; ++t) fn(t, std::size_t{0});
+        return;
+    }
+    std::atomic<std::size_t> next{0};
+    std::exception_ptr error;
+    std::atomic<bool> failed{false};
+    run_workers(threads, [&](std::size_t worker) {
+        try {
+            for (std::size_t t; !failed.load(std::memory_order_relaxed) &&
+                                (t = next.fetch_add(1, std::memory_order_relaxed)) < tasks;)
+                fn(t, worker);
+        } catch (...) {
+            if (!failed.exchange(true)) error = std::current_exception();
+        }
+    });
+    if (error) std::rethrow_exception(error);
+}
+
+// Our threads do all the parallel work (over heads, query blocks and projection rows) and BLAS
+// runs single-threaded inside them: OpenBLAS's own pool, left spinning between calls, would
+// fight our threads for the cores. The guard restores OpenBLAS's setting afterwards.
+class SingleThreadedBlas {
+public:
+    SingleThreadedBlas();
+    ~SingleThreadedBlas();
+    SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+    SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+private:
+    std::size_t saved_;
+};
+
+}  // namespace attntrace

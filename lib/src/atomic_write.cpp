@@ -1,0 +1,267 @@
+// Atomic file writing (atomic_write.hpp): an unnamed O_TMPFILE file linked in when complete, or a
+// named temp file where the file system has no O_TMPFILE; then the target is replaced in one step.
+#include "attntrace/atomic_write.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "attntrace/atomic_output.hpp"
+#include "attntrace/errors.hpp"
+#include "attntrace/file_bytes.hpp"
+
+namespace attntrace {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Pieces = std::initializer_list<std::string_view>;
+
+constexpr std::size_t name_max = 255;  // NAME_MAX of every Linux file system attntrace writes to
+
+[[noreturn]] void throw_output_errno(const std::string& path, int error) {
+    throw OutputError(path + ": " + std::strerror(error));
+}
+
+// Writes all of PIECES, in order, to FD; returns 0 or the errno of the failure.
+int write_all(int fd, Pieces pieces) {
+    for (std::string_view bytes : pieces) {
+        while (!bytes.empty()) {
+            const ssize_t wrote = ::write(fd, bytes.data(), bytes.size());
+            if (wrote < 0) {
+                if (errno == EINTR) continue;
+                return errno;
+            }
+            bytes.remove_prefix(static_cast<std::size_t>(wrote));
+        }
+    }
+    return 0;
+}
+
+mode_t current_umask() {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    return mask;
+}
+
+// The signals whose handler (app/main.cpp) removes the pending temp file, blocked for the scope:
+// a temp file is created and registered with no signal in between.
+class SignalsBlocked {
+public:
+    SignalsBlocked() {
+        sigset_t set;
+        sigemptyset(&set);
+        for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+        ::pthread_sigmask(SIG_BLOCK, &set, &saved_);
+    }
+    SignalsBlocked(const SignalsBlocked&) = delete;
+    SignalsBlocked& operator=(const SignalsBlocked&) = delete;
+    ~SignalsBlocked() { ::pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+
+private:
+    sigset_t saved_;
+};
+
+// DIR + ".<BASE>.tmp-" (to which 6 characters are added), or DIR + ".attntrace.tmp-" when BASE
+// is too long for the suffix (a legal 250-byte name).
+std::string temp_prefix(const std::string& dir, const std::string& base) {
+    const std::string named = "." + base + ".tmp-";
+    return dir + (named.size() + 6 <= name_max ? named : std::string(".attntrace.tmp-"));
+}
+
+// Six characters for a temp name, different on each call and in each process.
+std::string temp_suffix() {
+    static constexpr char digits[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    static std::atomic<std::uint64_t> counter{0};
+    timespec now {};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    std::uint64_t x = static_cast<std::uint64_t>(now.tv_nsec) ^ (static_cast<std::uint64_t>(::getpid()) << 32) ^
+                      (counter.fetch_add(1) * 0x9e3779b97f4a7c15ULL);
+    std::string out;
+    for (int i = 0; i < 6; ++i, x /= 36) out += digits[x % 36];
+    return out;
+}
+
+// The file being written, removed unless commit() put it at the target.
+class TempFile {
+public:
+    // An unnamed file in DIR when the file system allows it, else a named one from PREFIX.
+    // Throws OutputError naming TARGET.
+    TempFile(const std::string& dir, std::string prefix, const std::string& target) : prefix_(std::move(prefix)) {
+        static const bool have_proc_fd = ::access("/proc/self/fd", X_OK) == 0;  // linkat needs it
+        if (have_proc_fd) fd_ = ::open(dir.empty() ? "." : dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+        if (fd_ >= 0) return;
+        std::string name = prefix_ + "XXXXXX";
+        const SignalsBlocked blocked;
+        fd_ = ::mkostemp(name.data(), O_CLOEXEC);
+        if (fd_ < 0) throw_output_errno(target, errno);
+        path_ = std::move(name);
+        registered_ = register_pending_temp(path_);
+        // mkstemp creates the file 0600; make it what a plain open(2) would with mode 0644.
+        if (::fchmod(fd_, 0644 & ~current_umask()) != 0) throw_output_errno(target, errno);
+    }
+    TempFile(const TempFile&) = delete;
+    TempFile& operator=(const TempFile&) = delete;
+    ~TempFile() {
+        if (fd_ >= 0) ::close(fd_);
+        if (!path_.empty() && !committed_) ::unlink(path_.c_str());
+        if (registered_) forget_pending_temp();
+    }
+
+    int fd() const { return fd_; }
+
+    // Puts the file at TARGET; returns 0 or the errno of the failure. An unnamed file is linked
+    // in directly when TARGET does not exist, else first under a temp name.
+    int commit(const std::string& target) {
+        if (path_.empty()) {
+            const std::string self = "/proc/self/fd/" + std::to_string(fd_);
+            if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, target.c_str(), AT_SYMLINK_FOLLOW) == 0) {
+                committed_ = true;
+                return close();
+            }
+            if (errno != EEXIST) return errno;
+            if (const int error = link_under_temp_name(self); error != 0) return error;
+        }
+        if (const int error = close(); error != 0) return error;
+        return replace(target);
+    }
+
+private:
+    std::string prefix_;
+    std::string path_;  // the temp file's name; empty while it has none
+    int fd_ = -1;
+    bool registered_ = false;
+    bool committed_ = false;
+
+    // Closes the file; returns 0 or the errno of the failure.
+    int close() {
+        if (fd_ < 0) return 0;
+        const int result = ::close(std::exchange(fd_, -1));
+        return result == 0 ? 0 : errno;
+    }
+
+    // Gives the unnamed file SELF (/proc/self/fd/N) a fresh temp name; returns 0 or an errno.
+    int link_under_temp_name(const std::string& self) {
+        for (int attempt = 0; attempt < 100; ++attempt) {
+            std::string name = prefix_ + temp_suffix();
+            const SignalsBlocked blocked;
+            if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) {
+                path_ = std::move(name);
+                registered_ = register_pending_temp(path_);
+                return 0;
+            }
+            if (errno != EEXIST) return errno;
+        }
+        return EEXIST;
+    }
+
+    // Renames the named temp file to TARGET. Over an existing file it swaps the two names
+    // (RENAME_EXCHANGE) and then deletes the old file now at the temp name: ext4 treats a plain
+    // rename over a file as "replace" and flushes the new data to disk first, which took up to
+    // 20 ms for a 32 MiB weights file here. Either way TARGET always holds one whole file.
+    int replace(const std::string& target) {
+        if (::renameat2(AT_FDCWD, path_.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+            ::unlink(path_.c_str());  // the old content; the destructor would remove it too
+            committed_ = true;
+            return 0;
+        }
+        if (::rename(path_.c_str(), target.c_str()) != 0) return errno;  // no TARGET yet, or no exchange
+        committed_ = true;
+        return 0;
+    }
+};
+
+// Writes to an existing file that is not a regular file (/dev/null, a FIFO, /dev/stdout when it
+// is a pipe): it cannot be replaced, only written.
+void write_in_place(const std::string& path, Pieces bytes) {
+    int fd;
+    do {
+        fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) throw_output_errno(path, errno);
+    const int write_error = write_all(fd, bytes);
+    const int close_error = ::close(fd) == 0 ? 0 : errno;
+    if (write_error != 0) throw_output_errno(path, write_error);
+    if (close_error != 0) throw_output_errno(path, close_error);
+}
+
+void write_stdout(Pieces bytes) {
+    errno = 0;
+    bool wrote = true;
+    for (std::string_view piece : bytes) wrote = wrote && std::fwrite(piece.data(), 1, piece.size(), stdout) == piece.size();
+    const bool flushed = std::fflush(stdout) == 0;
+    if (!wrote || !flushed) throw OutputError(std::string("-: ") + (errno != 0 ? std::strerror(errno) : "write error"));
+}
+
+// Where the bytes for PATH go: PATH, or the file a symlink at PATH points to (the link stays);
+// nullopt when PATH exists and is not a regular file (written in place). Refuses a directory and
+// a file this process read.
+std::optional<std::string> regular_target(const std::string& path) {
+    struct stat info {};
+    if (::stat(path.c_str(), &info) != 0) {
+        if (errno != ENOENT) throw_output_errno(path, errno);
+        return path;
+    }
+    if (S_ISDIR(info.st_mode)) throw OutputError(path + ": is a directory");
+    if (!S_ISREG(info.st_mode)) return std::nullopt;
+    if (const auto input = input_read_as(info.st_dev, info.st_ino)) {
+        throw OutputError(path + ": refusing to overwrite an input file" + (*input == path ? "" : " (" + *input + ")"));
+    }
+    struct stat link_info {};
+    if (::lstat(path.c_str(), &link_info) == 0 && S_ISLNK(link_info.st_mode)) {
+        std::error_code error;
+        const fs::path resolved = fs::canonical(path, error);
+        if (!error) return resolved.string();
+    }
+    return path;
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& path, std::string_view bytes) { write_file_atomically(path, {bytes}); }
+
+void write_file_atomically(const std::string& path, Pieces bytes) {
+    if (path == "-") return write_stdout(bytes);
+    if (path.empty()) throw OutputError("output path is empty");
+    const std::optional<std::string> target = regular_target(path);
+    if (!target) return write_in_place(path, bytes);
+
+    const fs::path target_path(*target);
+    const std::string base = target_path.filename().string();
+    if (base.empty() || base == "." || base == "..") throw OutputError(path + ": is a directory");
+    std::string dir = target_path.parent_path().string();
+    if (!dir.empty() && dir.back() != '/') dir += '/';
+
+    TempFile temp(dir, temp_prefix(dir, base), path);
+    if (const int error = write_all(temp.fd(), bytes); error != 0) throw_output_errno(path, error);
+    if (const int error = temp.commit(*target); error != 0) throw_output_errno(path, error);
+}
+
+bool same_output_file(const std::string& a, const std::string& b) {
+    if (a == "-" || b == "-") return false;
+    std::error_code ignored;
+    const fs::file_status status_a = fs::status(a, ignored), status_b = fs::status(b, ignored);
+    if (fs::is_character_file(status_a) || fs::is_character_file(status_b)) return false;
+    if (fs::exists(status_a) != fs::exists(status_b)) return false;
+    std::error_code error;
+    if (fs::exists(status_a)) return fs::equivalent(a, b, error) && !error;
+    const fs::path place_a = fs::weakly_canonical(fs::absolute(a, error), error);
+    if (error) return false;
+    const fs::path place_b = fs::weakly_canonical(fs::absolute(b, error), error);
+    return !error && place_a == place_b;
+}
+
+}  // namespace attntrace
