@@ -15,37 +15,6 @@
 
 namespace {
 
-struct MhaFlags {
-    AttentionFlags common;
-    std::size_t heads = 0;
-    std::size_t kv_heads = 0;
-    std::string params;
-    std::string prefix;
-    std::string seed = "0";  // parsed by parse_seed: CLI11 would wrap -1
-    bool bias = true;
-    std::size_t head_dim = 0, value_head_dim = 0, out_dim = 0;
-    std::string save_params;
-    bool no_out_proj = false;
-    std::string key_padding_mask;
-    std::string valid_lens;
-    bool average_heads = false;
-};
-
-template <class T>
-attntrace::MhaParams<T> resolve_params(const MhaFlags& f, const attntrace::MhaDims& dims) {
-    if (!f.params.empty()) return attntrace::load_mha_params<T>(f.params, f.prefix, dims);
-    const std::size_t h = dims.heads;
-    attntrace::HeadSizes sizes;
-    if (f.head_dim == 0 && dims.query_dim % h != 0)
-        throw attntrace::ShapeError(f.common.query + ": embed dim " + std::to_string(dims.query_dim) +
-                                    " is not divisible by --heads " + std::to_string(h) +
-                                    " (give --head-dim, or a number of heads that divides it)");
-    sizes.head_dim = f.head_dim ? f.head_dim : dims.query_dim / h;
-    sizes.value_head_dim = f.value_head_dim ? f.value_head_dim : sizes.head_dim;
-    sizes.out_dim = f.out_dim ? f.out_dim : dims.query_dim;
-    return attntrace::random_mha_params<T>(dims, sizes, f.bias, parse_seed(f.seed));
-}
-
 template <class T>
 void run_mha(const MhaFlags& f) {
     const auto& c = f.common;
@@ -58,37 +27,11 @@ void run_mha(const MhaFlags& f) {
     run.check_outputs(inputs, {{"--save-params", f.save_params}});
     if (f.heads == 0) throw attntrace::UsageError("--heads: must be at least 1");
 
-    // One load per distinct path: -q x.npy alone is self-attention on one tensor.
-    const auto query = attntrace::load_tensor<T>(c.query);
-    std::optional<attntrace::LoadedTensor<T>> key_file, value_file;
-    if (key_path != c.query) key_file = attntrace::load_tensor<T>(key_path);
-    const auto& key = key_file ? *key_file : query;
-    if (value_path != key_path && value_path != c.query) value_file = attntrace::load_tensor<T>(value_path);
-    const auto& value = value_file ? *value_file : (value_path == key_path ? key : query);
-
-    attntrace::Masks<T> masks;
-    run.load_attn_mask(masks);
-    if (!f.key_padding_mask.empty()) {
-        masks.key_padding_mask = attntrace::load_tensor<T>(f.key_padding_mask).array;
-        masks.key_padding_mask_name = f.key_padding_mask;
-    }
-    if (valid_list) {
-        masks.valid_lens = attntrace::Array<T>::from_shape({valid_list->size()});
-        std::copy(valid_list->begin(), valid_list->end(), masks.valid_lens->begin());
-        masks.valid_lens_name = f.valid_lens;  // "3,2"
-    } else if (!f.valid_lens.empty()) {
-        masks.valid_lens = attntrace::load_tensor<T>(f.valid_lens).array;
-        masks.valid_lens_name = f.valid_lens;
-    }
-
-    const auto dim = [](const attntrace::Array<T>& a) { return a.dimension() ? a.shape().back() : 0; };
-    const attntrace::MhaDims dims{f.heads, f.kv_heads ? f.kv_heads : f.heads, dim(query.array), dim(key.array),
-                                  dim(value.array), !f.no_out_proj};
-    if (dims.heads % dims.kv_heads != 0)
-        throw attntrace::UsageError("--kv-heads: " + std::to_string(dims.heads) + " query heads cannot share " +
-                                    std::to_string(dims.kv_heads) + " kv heads (" + std::to_string(dims.heads) +
-                                    " % " + std::to_string(dims.kv_heads) + " != 0)");
-    const auto params = resolve_params<T>(f, dims);
+    const auto in = load_mha_inputs<T>(f, run);
+    const auto &query = in.query, &key = in.key(), &value = in.value();
+    const auto& masks = in.masks;
+    const auto& dims = in.dims;
+    const auto& params = in.params;
     if (query.array.dimension() >= 2 && key.array.dimension() >= 2) {
         const std::size_t batch = query.array.dimension() == 3 ? query.array.shape()[0] : 1;
         run.check_budget({batch, f.heads, query.array.shape()[query.array.dimension() - 2],
@@ -151,26 +94,9 @@ void run_mha(const MhaFlags& f) {
 void setup_mha(CLI::App& app) {
     auto f = std::make_shared<MhaFlags>();
     auto* cmd = app.add_subcommand("mha", "Multi-head attention with projections (torch.nn.MultiheadAttention)");
-    cmd->add_option("-q,--query", f->common.query, "QUERY (B, Lq, Eq) or (Lq, Eq)")->required()->check(file_name());
-    cmd->add_option("-k,--key", f->common.key, "KEY (B, Lk, Ek); default QUERY")->check(file_name());
-    cmd->add_option("-v,--value", f->common.value, "VALUE (B, Lk, Ev); default KEY")->check(file_name());
-    cmd->add_option("--heads", f->heads, "number of heads H")->required()->check(positive_integer());
-    cmd->add_option("--kv-heads", f->kv_heads, "grouped-query attention: G key/value heads (H % G == 0)")
-        ->check(positive_integer());
-    cmd->add_option("--params", f->params, "parameters: .safetensors, .json, or a directory of NAME.npy")
-        ->check(file_name());
-    cmd->add_option("--prefix", f->prefix, "use only parameter names starting with this prefix (stripped)");
-    cmd->add_option("--seed", f->seed, "seed of the random init when there is no --params")->capture_default_str();
-    cmd->add_flag("--bias,!--no-bias", f->bias, "random init: with biases (default) or without");
-    cmd->add_option("--head-dim", f->head_dim, "random init: P (default E/H)")->check(positive_integer());
-    cmd->add_option("--value-head-dim", f->value_head_dim, "random init: Pv (default P)")->check(positive_integer());
-    cmd->add_option("--out-dim", f->out_dim, "random init: PO (default E)")->check(positive_integer());
+    add_mha_model_flags(*cmd, *f);
+    cmd->get_option("--heads")->required();
     cmd->add_option("--save-params", f->save_params, "write the parameters used as .safetensors (PyTorch names)")
-        ->check(file_name());
-    cmd->add_flag("--no-out-proj", f->no_out_proj, "concatenate the heads with no output projection");
-    cmd->add_option("--key-padding-mask", f->key_padding_mask, "(B, Lk) bool or 0/1: true ignores that key")
-        ->check(file_name());
-    cmd->add_option("--valid-lens", f->valid_lens, "d2l valid lengths: 3,2 or a (B,) / (B, Lq) file")
         ->check(file_name());
     cmd->add_flag("--average-heads", f->average_heads, "--attn-weights averaged over heads (B, Lq, Lk)");
     add_attention_flags(*cmd, f->common);
