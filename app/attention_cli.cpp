@@ -11,16 +11,21 @@
 #include "flag_parsing.hpp"
 #include "attntrace/gemm.hpp"
 #include "attntrace/memory.hpp"
+#include "attntrace/params.hpp"
 #include "attntrace/tensor_io.hpp"
 
 using namespace attntrace;
 
-void add_attention_flags(CLI::App& cmd, AttentionFlags& f) {
+void add_attention_input_flags(CLI::App& cmd, AttentionFlags& f) {
     cmd.add_option("--scale", f.scale, "score scale (default 1/sqrt(head dim))");
     cmd.add_flag("--causal", f.causal, "query i sees keys <= i (top-left aligned, as PyTorch's is_causal)");
     cmd.add_option("--attn-mask", f.attn_mask,
                    "mask file: bool (true = not allowed) or float (added to the scores); (Lq, Lk) or broadcastable")
         ->check(file_name());
+}
+
+void add_attention_flags(CLI::App& cmd, AttentionFlags& f) {
+    add_attention_input_flags(cmd, f);
     cmd.add_option("-o,--output", f.output, "write the output tensor: .npy, .json, or - (stdout, npy)")
         ->check(file_name());
     cmd.add_option("--attn-weights", f.attn_weights, "write the softmax weights: .npy, .json or - (stdout, npy)")
@@ -244,3 +249,90 @@ void AttentionRun<T>::finish(AttentionResult<T>& result, TraceContext context) c
 
 template class AttentionRun<float>;
 template class AttentionRun<double>;
+
+void add_mha_model_flags(CLI::App& cmd, MhaFlags& f) {
+    cmd.add_option("-q,--query", f.common.query, "QUERY (B, Lq, Eq) or (Lq, Eq)")->required()->check(file_name());
+    cmd.add_option("-k,--key", f.common.key, "KEY (B, Lk, Ek); default QUERY")->check(file_name());
+    cmd.add_option("-v,--value", f.common.value, "VALUE (B, Lk, Ev); default KEY")->check(file_name());
+    cmd.add_option("--heads", f.heads, "number of heads H")->check(positive_integer());
+    cmd.add_option("--kv-heads", f.kv_heads, "grouped-query attention: G key/value heads (H % G == 0)")
+        ->check(positive_integer());
+    cmd.add_option("--params", f.params, "parameters: .safetensors, .json, or a directory of NAME.npy")
+        ->check(file_name());
+    cmd.add_option("--prefix", f.prefix, "use only parameter names starting with this prefix (stripped)");
+    cmd.add_option("--seed", f.seed, "seed of the random init when there is no --params")->capture_default_str();
+    cmd.add_flag("--bias,!--no-bias", f.bias, "random init: with biases (default) or without");
+    cmd.add_option("--head-dim", f.head_dim, "random init: P (default E/H)")->check(positive_integer());
+    cmd.add_option("--value-head-dim", f.value_head_dim, "random init: Pv (default P)")->check(positive_integer());
+    cmd.add_option("--out-dim", f.out_dim, "random init: PO (default E)")->check(positive_integer());
+    cmd.add_flag("--no-out-proj", f.no_out_proj, "concatenate the heads with no output projection");
+    cmd.add_option("--key-padding-mask", f.key_padding_mask, "(B, Lk) bool or 0/1: true ignores that key")
+        ->check(file_name());
+    cmd.add_option("--valid-lens", f.valid_lens, "d2l valid lengths: 3,2 or a (B,) / (B, Lq) file")->check(file_name());
+}
+
+namespace {
+
+template <class T>
+attntrace::MhaParams<T> resolve_params(const MhaFlags& f, const attntrace::MhaDims& dims) {
+    if (!f.params.empty()) return attntrace::load_mha_params<T>(f.params, f.prefix, dims);
+    const std::size_t h = dims.heads;
+    attntrace::HeadSizes sizes;
+    if (f.head_dim == 0 && dims.query_dim % h != 0)
+        throw attntrace::ShapeError(f.common.query + ": embed dim " + std::to_string(dims.query_dim) +
+                                    " is not divisible by --heads " + std::to_string(h) +
+                                    " (give --head-dim, or a number of heads that divides it)");
+    sizes.head_dim = f.head_dim ? f.head_dim : dims.query_dim / h;
+    sizes.value_head_dim = f.value_head_dim ? f.value_head_dim : sizes.head_dim;
+    sizes.out_dim = f.out_dim ? f.out_dim : dims.query_dim;
+    return attntrace::random_mha_params<T>(dims, sizes, f.bias, parse_seed(f.seed));
+}
+
+// --key-padding-mask and --valid-lens ("3,2" or a file).
+template <class T>
+void load_mha_masks(const MhaFlags& f, attntrace::Masks<T>& masks) {
+    if (!f.key_padding_mask.empty()) {
+        masks.key_padding_mask = attntrace::load_tensor<T>(f.key_padding_mask).array;
+        masks.key_padding_mask_name = f.key_padding_mask;
+    }
+    const auto valid_list = f.valid_lens.empty() ? std::nullopt : parse_uint_list(f.valid_lens);
+    if (valid_list) {
+        masks.valid_lens = attntrace::Array<T>::from_shape({valid_list->size()});
+        std::copy(valid_list->begin(), valid_list->end(), masks.valid_lens->begin());
+        masks.valid_lens_name = f.valid_lens;  // "3,2"
+    } else if (!f.valid_lens.empty()) {
+        masks.valid_lens = attntrace::load_tensor<T>(f.valid_lens).array;
+        masks.valid_lens_name = f.valid_lens;
+    }
+}
+
+}  // namespace
+
+template <class T>
+MhaInputs<T> load_mha_inputs(const MhaFlags& f, const AttentionRun<T>& run, std::size_t heads,
+                             std::size_t kv_heads, bool own_params) {
+    const auto& c = f.common;
+    const std::string key_path = c.key.empty() ? c.query : c.key;
+    const std::string value_path = c.value.empty() ? key_path : c.value;
+    MhaInputs<T> in{attntrace::load_tensor<T>(c.query), {}, {}, value_path == key_path, {}, {}, {}};
+    if (key_path != c.query) in.key_file = attntrace::load_tensor<T>(key_path);
+    if (value_path != key_path && value_path != c.query) in.value_file = attntrace::load_tensor<T>(value_path);
+    run.load_attn_mask(in.masks);
+    load_mha_masks(f, in.masks);
+
+    const auto dim = [](const attntrace::Array<T>& a) { return a.dimension() ? a.shape().back() : 0; };
+    if (heads == 0) heads = f.heads, kv_heads = f.kv_heads ? f.kv_heads : f.heads;
+    in.dims = {heads, kv_heads, dim(in.query.array), dim(in.key().array),
+               dim(in.value().array), !f.no_out_proj};
+    if (in.dims.heads % in.dims.kv_heads != 0)
+        throw attntrace::UsageError("--kv-heads: " + std::to_string(in.dims.heads) + " query heads cannot share " +
+                                    std::to_string(in.dims.kv_heads) + " kv heads (" + std::to_string(in.dims.heads) +
+                                    " % " + std::to_string(in.dims.kv_heads) + " != 0)");
+    if (own_params) in.params = resolve_params<T>(f, in.dims);
+    return in;
+}
+
+template MhaInputs<float> load_mha_inputs(const MhaFlags&, const AttentionRun<float>&, std::size_t, std::size_t,
+                                          bool);
+template MhaInputs<double> load_mha_inputs(const MhaFlags&, const AttentionRun<double>&, std::size_t, std::size_t,
+                                           bool);

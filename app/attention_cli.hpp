@@ -41,6 +41,8 @@ attntrace::PositionStages<T> positions_from_flags(const AttentionFlags& flags, s
 
 // Adds the flags both commands take to CMD.
 void add_attention_flags(CLI::App& cmd, AttentionFlags& flags);
+// The part of them that says what to compute (--scale, --causal, --attn-mask), for check.
+void add_attention_input_flags(CLI::App& cmd, AttentionFlags& flags);
 
 // One run of sdpa or mha from the flags: the recorder, the core's options, the budget check, and
 // the outputs at the end. STAGE_NAMES are the command's stages (--dump checks against them).
@@ -78,3 +80,51 @@ using attntrace::shape_of;
 template <class T>
 nlohmann::json inputs_json(const attntrace::LoadedTensor<T>& query, const attntrace::LoadedTensor<T>& key,
                            const attntrace::LoadedTensor<T>& value);
+
+// mha's flags: the common ones, and the model and masks only mha has.
+struct MhaFlags {
+    AttentionFlags common;
+    std::size_t heads = 0;
+    std::size_t kv_heads = 0;
+    std::string params;
+    std::string prefix;
+    std::string seed = "0";  // parsed by parse_seed: CLI11 would wrap -1
+    bool bias = true;
+    std::size_t head_dim = 0, value_head_dim = 0, out_dim = 0;
+    std::string save_params;
+    bool no_out_proj = false;
+    std::string key_padding_mask;
+    std::string valid_lens;
+    bool average_heads = false;
+    std::string model_dir;             // mha --model DIR: a Hugging Face checkpoint folder
+    std::optional<std::size_t> layer;  // mha --layer N
+    bool normed = false;               // mha --normed: the input is already normed
+};
+
+// Adds -q/-k/-v and the model's flags (--heads ... --valid-lens) to CMD; mha and check share them.
+// --heads is left optional (check --sdpa has none): mha marks it required.
+void add_mha_model_flags(CLI::App& cmd, MhaFlags& flags);
+
+// What mha runs on, from the flags: one load per distinct path (-q x.npy alone is self-attention on
+// one tensor), the masks, the dims checked, and the parameters (loaded, or the seeded init).
+template <class T>
+struct MhaInputs {
+    attntrace::LoadedTensor<T> query;                      // (B, Lq, Eq) or (Lq, Eq)
+    std::optional<attntrace::LoadedTensor<T>> key_file;    // (B, Lk, Ek) when -k names another file
+    std::optional<attntrace::LoadedTensor<T>> value_file;  // (B, Lk, Ev) when -v names a third file
+    bool value_is_key = true;                              // -v is -k's file (or both default)
+    attntrace::Masks<T> masks;
+    attntrace::MhaDims dims;
+    attntrace::MhaParams<T> params;
+
+    const attntrace::LoadedTensor<T>& key() const { return key_file ? *key_file : query; }
+    const attntrace::LoadedTensor<T>& value() const {
+        return value_file ? *value_file : (value_is_key ? key() : query);
+    }
+};
+
+// RUN supplies the attention mask (--attn-mask, --causal). HEADS and KV_HEADS are the checkpoint's
+// with --model (0: the flags'); OWN_PARAMS false leaves `params` empty (the caller has a checkpoint's).
+template <class T>
+MhaInputs<T> load_mha_inputs(const MhaFlags& flags, const AttentionRun<T>& run, std::size_t heads = 0,
+                             std::size_t kv_heads = 0, bool own_params = true);

@@ -16,25 +16,6 @@
 
 namespace {
 
-struct MhaFlags {
-    AttentionFlags common;
-    std::size_t heads = 0;
-    std::size_t kv_heads = 0;
-    std::string params;
-    std::string prefix;
-    std::string seed = "0";  // parsed by parse_seed: CLI11 would wrap -1
-    bool bias = true;
-    std::size_t head_dim = 0, value_head_dim = 0, out_dim = 0;
-    std::string save_params;
-    bool no_out_proj = false;
-    std::string key_padding_mask;
-    std::string valid_lens;
-    bool average_heads = false;
-    std::string model;                 // --model DIR
-    std::optional<std::size_t> layer;  // --layer N
-    bool normed = false;               // --normed: the input is already normed
-};
-
 // --model DIR --layer N: the checkpoint's layer, its weights, and the flags checked against its
 // config.json (a flag that disagrees is exit 2).
 template <class T>
@@ -44,7 +25,7 @@ struct ModelLayer {
 };
 
 void check_model_flags(const MhaFlags& f, const attntrace::LayerConfig& c) {
-    const std::string config = f.model + "/config.json";
+    const std::string config = f.model_dir + "/config.json";
     auto refuse = [&](const std::string& flag, const std::string& why) { throw attntrace::UsageError(flag + ": " + why); };
     if (!f.params.empty()) refuse("--params", "the weights come from --model");
     if (!f.common.key.empty() || !f.common.value.empty()) refuse("-k/-v", "--model runs the layer's self-attention on -q");
@@ -62,32 +43,17 @@ void check_model_flags(const MhaFlags& f, const attntrace::LayerConfig& c) {
 
 template <class T>
 std::optional<ModelLayer<T>> open_model(const MhaFlags& f) {
-    if (f.model.empty()) {
+    if (f.model_dir.empty()) {
         if (f.layer) throw attntrace::UsageError("--layer: needs --model DIR");
         if (f.normed) throw attntrace::UsageError("--normed: needs --model DIR");
         if (f.heads == 0) throw attntrace::UsageError("--heads: required (or --model DIR --layer N)");
         return std::nullopt;
     }
     if (!f.layer) throw attntrace::UsageError("--model: needs --layer N");
-    auto layer = attntrace::open_checkpoint_layer(f.model, *f.layer);
+    auto layer = attntrace::open_checkpoint_layer(f.model_dir, *f.layer);
     check_model_flags(f, layer.config);
     auto weights = attntrace::load_layer_weights<T>(layer);
     return ModelLayer<T>{std::move(layer), std::move(weights)};
-}
-
-template <class T>
-attntrace::MhaParams<T> resolve_params(const MhaFlags& f, const attntrace::MhaDims& dims) {
-    if (!f.params.empty()) return attntrace::load_mha_params<T>(f.params, f.prefix, dims);
-    const std::size_t h = dims.heads;
-    attntrace::HeadSizes sizes;
-    if (f.head_dim == 0 && dims.query_dim % h != 0)
-        throw attntrace::ShapeError(f.common.query + ": embed dim " + std::to_string(dims.query_dim) +
-                                    " is not divisible by --heads " + std::to_string(h) +
-                                    " (give --head-dim, or a number of heads that divides it)");
-    sizes.head_dim = f.head_dim ? f.head_dim : dims.query_dim / h;
-    sizes.value_head_dim = f.value_head_dim ? f.value_head_dim : sizes.head_dim;
-    sizes.out_dim = f.out_dim ? f.out_dim : dims.query_dim;
-    return attntrace::random_mha_params<T>(dims, sizes, f.bias, parse_seed(f.seed));
 }
 
 // The trace's header and options for one mha run; CONFIG: the config.json values with --model, else null.
@@ -129,7 +95,7 @@ attntrace::TraceContext mha_context(const MhaFlags& f, const attntrace::MhaConfi
           {"valid_lens", or_null(f.valid_lens)},
           {"empty_rows", result.empty_rows}}},
         {"model", config.is_null() ? nlohmann::json()
-                                   : nlohmann::json{{"dir", f.model}, {"layer", *f.layer}, {"normed_input", f.normed},
+                                   : nlohmann::json{{"dir", f.model_dir}, {"layer", *f.layer}, {"normed_input", f.normed},
                                                     {"description", positions.description}, {"config", config}}},
         {"positions",
          {{"rotary", positions.rotary ? nlohmann::json(positions.rotary->style == attntrace::RotaryStyle::half ? "half" : "interleaved") : nlohmann::json()},
@@ -163,38 +129,11 @@ void run_mha(const MhaFlags& f) {
     const std::size_t heads = model ? model->layer.config.heads : f.heads;
     const std::size_t kv_heads = model ? model->layer.config.kv_heads : (f.kv_heads ? f.kv_heads : f.heads);
 
-    // One load per distinct path: -q x.npy alone is self-attention on one tensor.
-    const auto query = attntrace::load_tensor<T>(c.query);
-    std::optional<attntrace::LoadedTensor<T>> key_file, value_file;
-    if (key_path != c.query) key_file = attntrace::load_tensor<T>(key_path);
-    const auto& key = key_file ? *key_file : query;
-    if (value_path != key_path && value_path != c.query) value_file = attntrace::load_tensor<T>(value_path);
-    const auto& value = value_file ? *value_file : (value_path == key_path ? key : query);
-
-    attntrace::Masks<T> masks;
-    run.load_attn_mask(masks);
-    if (!f.key_padding_mask.empty()) {
-        masks.key_padding_mask = attntrace::load_tensor<T>(f.key_padding_mask).array;
-        masks.key_padding_mask_name = f.key_padding_mask;
-    }
-    if (valid_list) {
-        masks.valid_lens = attntrace::Array<T>::from_shape({valid_list->size()});
-        std::copy(valid_list->begin(), valid_list->end(), masks.valid_lens->begin());
-        masks.valid_lens_name = f.valid_lens;  // "3,2"
-    } else if (!f.valid_lens.empty()) {
-        masks.valid_lens = attntrace::load_tensor<T>(f.valid_lens).array;
-        masks.valid_lens_name = f.valid_lens;
-    }
-
-    const auto dim = [](const attntrace::Array<T>& a) { return a.dimension() ? a.shape().back() : 0; };
-    const attntrace::MhaDims dims{heads, kv_heads, dim(query.array), dim(key.array), dim(value.array), !f.no_out_proj};
-    if (dims.heads % dims.kv_heads != 0)
-        throw attntrace::UsageError("--kv-heads: " + std::to_string(dims.heads) + " query heads cannot share " +
-                                    std::to_string(dims.kv_heads) + " kv heads (" + std::to_string(dims.heads) +
-                                    " % " + std::to_string(dims.kv_heads) + " != 0)");
-    std::optional<attntrace::MhaParams<T>> own_params;  // the checkpoint's are used in place
-    if (!model) own_params = resolve_params<T>(f, dims);
-    const attntrace::MhaParams<T>& params = model ? model->weights.attn : *own_params;
+    auto in = load_mha_inputs<T>(f, run, heads, kv_heads, !model);
+    const auto &query = in.query, &key = in.key(), &value = in.value();
+    auto& masks = in.masks;
+    const auto& dims = in.dims;
+    const attntrace::MhaParams<T>& params = model ? model->weights.attn : in.params;  // a checkpoint's in place
     const auto positions = model ? attntrace::positions_for_layer(model->layer.config, model->weights, f.normed)
                                  : positions_from_flags<T>(c, heads, params.w_q.shape()[0] / heads);
     if (model) run.options.scale = model->layer.config.scale, masks.causal = model->layer.config.causal;
@@ -223,24 +162,11 @@ void run_mha(const MhaFlags& f) {
 void setup_mha(CLI::App& app) {
     auto f = std::make_shared<MhaFlags>();
     auto* cmd = app.add_subcommand("mha", "Multi-head attention with projections (torch.nn.MultiheadAttention)");
-    cmd->add_option("-q,--query", f->common.query, "QUERY (B, Lq, Eq) or (Lq, Eq)")->required()->check(file_name());
-    cmd->add_option("-k,--key", f->common.key, "KEY (B, Lk, Ek); default QUERY")->check(file_name());
-    cmd->add_option("-v,--value", f->common.value, "VALUE (B, Lk, Ev); default KEY")->check(file_name());
-    cmd->add_option("--heads", f->heads, "number of heads H (with --model: from config.json)")->check(positive_integer());
-    cmd->add_option("--model", f->model, "a Hugging Face checkpoint folder: config.json + model.safetensors (or shards)")
+    add_mha_model_flags(*cmd, *f);
+    cmd->add_option("--model", f->model_dir, "a Hugging Face checkpoint folder: config.json + model.safetensors (or shards)")
         ->check(file_name());
     cmd->add_option("--layer", f->layer, "with --model: the layer N to run (0-based); -q is hidden_states[N]");
     cmd->add_flag("--normed", f->normed, "with --model: -q is already through the layer's pre-attention norm");
-    cmd->add_option("--kv-heads", f->kv_heads, "grouped-query attention: G key/value heads (H % G == 0)")
-        ->check(positive_integer());
-    cmd->add_option("--params", f->params, "parameters: .safetensors, .json, or a directory of NAME.npy")
-        ->check(file_name());
-    cmd->add_option("--prefix", f->prefix, "use only parameter names starting with this prefix (stripped)");
-    cmd->add_option("--seed", f->seed, "seed of the random init when there is no --params")->capture_default_str();
-    cmd->add_flag("--bias,!--no-bias", f->bias, "random init: with biases (default) or without");
-    cmd->add_option("--head-dim", f->head_dim, "random init: P (default E/H)")->check(positive_integer());
-    cmd->add_option("--value-head-dim", f->value_head_dim, "random init: Pv (default P)")->check(positive_integer());
-    cmd->add_option("--out-dim", f->out_dim, "random init: PO (default E)")->check(positive_integer());
     cmd->add_option("--save-params", f->save_params, "write the parameters used as .safetensors (PyTorch names)")
         ->check(file_name());
     cmd->add_flag("--no-out-proj", f->no_out_proj, "concatenate the heads with no output projection");

@@ -13,3 +13,4 @@ void setup_compare(CLI::App& app);
 void setup_random(CLI::App& app);
 void setup_sdpa(CLI::App& app);
 void setup_mha(CLI::App& app);
+void setup_check(CLI::App& app);
