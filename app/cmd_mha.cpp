@@ -169,11 +169,6 @@ void setup_mha(CLI::App& app) {
     cmd->add_flag("--normed", f->normed, "with --model: -q is already through the layer's pre-attention norm");
     cmd->add_option("--save-params", f->save_params, "write the parameters used as .safetensors (PyTorch names)")
         ->check(file_name());
-    cmd->add_flag("--no-out-proj", f->no_out_proj, "concatenate the heads with no output projection");
-    cmd->add_option("--key-padding-mask", f->key_padding_mask, "(B, Lk) bool or 0/1: true ignores that key")
-        ->check(file_name());
-    cmd->add_option("--valid-lens", f->valid_lens, "d2l valid lengths: 3,2 or a (B,) / (B, Lq) file")
-        ->check(file_name());
     cmd->add_flag("--average-heads", f->average_heads, "--attn-weights averaged over heads (B, Lq, Lk)");
     add_attention_flags(*cmd, f->common);
     cmd->footer(R"(Parameter names are tried in this order: PyTorch's nn.MultiheadAttention state_dict
