@@ -8,6 +8,7 @@
 #include "attntrace/numbers.hpp"
 #include "attntrace/params.hpp"
 #include "attntrace/safetensors.hpp"
+#include "attntrace/stage_report.hpp"
 #include "attntrace/tensor_io.hpp"
 #include "commands.hpp"
 #include "flag_parsing.hpp"
@@ -30,6 +31,11 @@ struct MhaFlags {
     bool average_heads = false;
 };
 
+// The library's parameter names and the flags that set them.
+const FlagNames kMhaFlags = {{"heads", "--heads"},           {"kv heads", "--kv-heads"},
+                                 {"head dim", "--head-dim"},     {"value head dim", "--value-head-dim"},
+                                 {"out dim", "--out-dim"}};
+
 template <class T>
 attntrace::MhaParams<T> resolve_params(const MhaFlags& f, const attntrace::MhaDims& dims) {
     if (!f.params.empty()) return attntrace::load_mha_params<T>(f.params, f.prefix, dims);
@@ -45,103 +51,110 @@ attntrace::MhaParams<T> resolve_params(const MhaFlags& f, const attntrace::MhaDi
     return attntrace::random_mha_params<T>(dims, sizes, f.bias, parse_seed(f.seed));
 }
 
+// The paths mha reads: KEY defaults to QUERY, VALUE to KEY; --valid-lens is a list or a file.
+struct MhaPaths {
+    std::string query, key, value;
+    std::optional<std::vector<std::uint64_t>> valid_list;  // --valid-lens 3,2
+    std::vector<std::string> inputs;                       // every file read, for the output checks
+
+    explicit MhaPaths(const MhaFlags& f)
+        : query(f.common.query),
+          key(f.common.key.empty() ? query : f.common.key),
+          value(f.common.value.empty() ? key : f.common.value),
+          valid_list(f.valid_lens.empty() ? std::nullopt : parse_uint_list(f.valid_lens)),
+          inputs{query, key, value, f.common.attn_mask, f.params, f.key_padding_mask} {
+        if (!f.valid_lens.empty() && !valid_list) inputs.push_back(f.valid_lens);
+    }
+};
+
+// query, key and value, one load per distinct path: -q x.npy alone is self-attention on one tensor.
 template <class T>
-void run_mha(const MhaFlags& f) {
-    const auto& c = f.common;
-    AttentionRun<T> run(c, attntrace::mha_stage_names());
-    const std::string key_path = c.key.empty() ? c.query : c.key;
-    const std::string value_path = c.value.empty() ? key_path : c.value;
-    std::vector<std::string> inputs{c.query, key_path, value_path, c.attn_mask, f.params, f.key_padding_mask};
-    const auto valid_list = f.valid_lens.empty() ? std::nullopt : parse_uint_list(f.valid_lens);
-    if (!f.valid_lens.empty() && !valid_list) inputs.push_back(f.valid_lens);
-    run.check_outputs(inputs, {f.save_params});
-    if (f.heads == 0) throw attntrace::UsageError("--heads: must be at least 1");
-
-    // One load per distinct path: -q x.npy alone is self-attention on one tensor.
-    const auto query = attntrace::load_tensor<T>(c.query);
+struct MhaInputs {
+    attntrace::LoadedTensor<T> query;
     std::optional<attntrace::LoadedTensor<T>> key_file, value_file;
-    if (key_path != c.query) key_file = attntrace::load_tensor<T>(key_path);
-    const auto& key = key_file ? *key_file : query;
-    if (value_path != key_path && value_path != c.query) value_file = attntrace::load_tensor<T>(value_path);
-    const auto& value = value_file ? *value_file : (value_path == key_path ? key : query);
+    bool value_is_key = false;
 
+    explicit MhaInputs(const MhaPaths& p) : query(attntrace::load_tensor<T>(p.query)), value_is_key(p.value == p.key) {
+        if (p.key != p.query) key_file = attntrace::load_tensor<T>(p.key);
+        if (p.value != p.key && p.value != p.query) value_file = attntrace::load_tensor<T>(p.value);
+    }
+    const attntrace::LoadedTensor<T>& key() const { return key_file ? *key_file : query; }
+    const attntrace::LoadedTensor<T>& value() const { return value_file ? *value_file : value_is_key ? key() : query; }
+};
+
+// The attention mask, the key padding mask and the valid lengths from the flags.
+template <class T>
+attntrace::Masks<T> load_masks(const MhaFlags& f, const MhaPaths& paths, const AttentionRun<T>& run) {
     attntrace::Masks<T> masks;
     run.load_attn_mask(masks);
     if (!f.key_padding_mask.empty()) {
         masks.key_padding_mask = attntrace::load_tensor<T>(f.key_padding_mask).array;
         masks.key_padding_mask_name = f.key_padding_mask;
     }
-    if (valid_list) {
-        masks.valid_lens = attntrace::Array<T>::from_shape({valid_list->size()});
-        std::copy(valid_list->begin(), valid_list->end(), masks.valid_lens->begin());
-        masks.valid_lens_name = f.valid_lens;  // "3,2"
+    if (paths.valid_list) {
+        masks.valid_lens = attntrace::Array<T>::from_shape({paths.valid_list->size()});
+        std::copy(paths.valid_list->begin(), paths.valid_list->end(), masks.valid_lens->begin());
     } else if (!f.valid_lens.empty()) {
         masks.valid_lens = attntrace::load_tensor<T>(f.valid_lens).array;
-        masks.valid_lens_name = f.valid_lens;
     }
+    masks.valid_lens_name = f.valid_lens;  // "3,2" or the file
+    return masks;
+}
+
+// The JSON trace's options: the shared ones, then mha's own.
+template <class T>
+nlohmann::json mha_trace_options(const MhaFlags& f, const attntrace::MhaParams<T>& params,
+                                 const attntrace::Masks<T>& masks, const attntrace::AttentionResult<T>& result) {
+    auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
+    nlohmann::json options = shared_trace_options(f.common, masks, result);
+    options["masks"]["key_padding_mask"] = or_null(f.key_padding_mask);
+    options["masks"]["valid_lens"] = or_null(f.valid_lens);
+    options.update({{"heads", f.heads},
+                    {"kv_heads", f.kv_heads ? f.kv_heads : f.heads},
+                    {"head_dim", result.sizes.head_dim},
+                    {"value_head_dim", result.sizes.value_head_dim},
+                    {"out_dim", result.sizes.out_dim},
+                    {"out_proj", !f.no_out_proj},
+                    {"params",
+                     {{"source", params.source},
+                      {"scheme", params.scheme},
+                      {"prefix", f.prefix},
+                      {"names", params.names},
+                      {"ignored", params.ignored}}},
+                    {"average_heads", f.average_heads}});
+    return options;
+}
+
+template <class T>
+void run_mha(const MhaFlags& f) {
+    AttentionRun<T> run(f.common, attntrace::mha_stage_names());
+    const MhaPaths paths(f);
+    run.check_outputs(paths.inputs, {f.save_params});
+    const MhaInputs<T> in(paths);
+    const attntrace::Masks<T> masks = load_masks(f, paths, run);
 
     const auto dim = [](const attntrace::Array<T>& a) { return a.dimension() ? a.shape().back() : 0; };
-    const attntrace::MhaDims dims{f.heads, f.kv_heads ? f.kv_heads : f.heads, dim(query.array), dim(key.array),
-                                  dim(value.array), !f.no_out_proj};
-    if (dims.heads % dims.kv_heads != 0)
-        throw attntrace::UsageError("--kv-heads: " + std::to_string(dims.heads) + " query heads cannot share " +
-                                    std::to_string(dims.kv_heads) + " kv heads (" + std::to_string(dims.heads) +
-                                    " % " + std::to_string(dims.kv_heads) + " != 0)");
-    const auto params = resolve_params<T>(f, dims);
-    if (query.array.dimension() >= 2 && key.array.dimension() >= 2) {
-        const std::size_t batch = query.array.dimension() == 3 ? query.array.shape()[0] : 1;
-        run.check_budget({batch, f.heads, query.array.shape()[query.array.dimension() - 2],
-                          key.array.shape()[key.array.dimension() - 2]});
-    }
+    const attntrace::MhaDims dims{f.heads, f.kv_heads ? f.kv_heads : f.heads, dim(in.query.array),
+                                  dim(in.key().array), dim(in.value().array), !f.no_out_proj};
+    naming_flags(kMhaFlags, [&] { attntrace::check_head_counts(dims); });
+    const auto params = naming_flags(kMhaFlags, [&] { return resolve_params<T>(f, dims); });
+    const auto& q = in.query.array;
+    if (q.dimension() >= 2 && in.key().array.dimension() >= 2)
+        run.check_budget({q.dimension() == 3 ? q.shape()[0] : 1, f.heads, q.shape()[q.dimension() - 2],
+                          in.key().array.shape()[in.key().array.dimension() - 2]});
 
     run.options.average_heads = f.average_heads;
-    run.options.query_name = c.query, run.options.key_name = key_path, run.options.value_name = value_path;
+    run.options.query_name = paths.query, run.options.key_name = paths.key, run.options.value_name = paths.value;
     const attntrace::MhaConfig config{f.heads, dims.kv_heads, !f.no_out_proj};
-    auto result = attntrace::mha(query.array, key.array, value.array, params, config, masks, run.options,
-                                 &run.recorder);
+    auto result = naming_flags(kMhaFlags, [&] {
+        return attntrace::mha(q, in.key().array, in.value().array, params, config, masks, run.options, &run.recorder);
+    });
     if (!f.save_params.empty())
-        attntrace::write_file_atomically(f.save_params,
-                                         attntrace::safetensors_bytes(attntrace::torch_state_dict(params)));
+        attntrace::write_file_atomically(f.save_params, attntrace::safetensors_bytes(attntrace::torch_state_dict(params)));
 
-    attntrace::TraceContext context;
-    context.command = "mha";
-    std::string& header = context.header;
-    header = "mha: " + std::to_string(f.heads) + (f.heads == 1 ? " head" : " heads");
-    if (dims.kv_heads != f.heads) header += " sharing " + std::to_string(dims.kv_heads) + " kv heads";
-    header += ", head dim " + std::to_string(result.sizes.head_dim) + ", value head dim " +
-              std::to_string(result.sizes.value_head_dim) + ", scale " + attntrace::format_number(static_cast<T>(result.scale)) +
-              ", params " + params.source + " (" + params.scheme + ")";
-    if (!params.ignored.empty()) {
-        header += ", ignored:";
-        for (const auto& n : params.ignored) header += " " + n;
-    }
-    header += ", " + std::to_string(result.empty_rows) + " empty rows";
-    auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
-    context.options = {
-        {"heads", f.heads},
-        {"kv_heads", dims.kv_heads},
-        {"head_dim", result.sizes.head_dim},
-        {"value_head_dim", result.sizes.value_head_dim},
-        {"out_dim", result.sizes.out_dim},
-        {"out_proj", !f.no_out_proj},
-        {"scale", result.scale},
-        {"masks",
-         {{"causal", c.causal},
-          {"attn_mask", or_null(c.attn_mask)},
-          {"attn_mask_kind", c.attn_mask.empty() ? nlohmann::json() : nlohmann::json(masks.attn_mask_is_bool ? "bool" : "float")},
-          {"key_padding_mask", or_null(f.key_padding_mask)},
-          {"valid_lens", or_null(f.valid_lens)},
-          {"empty_rows", result.empty_rows}}},
-        {"params",
-         {{"source", params.source},
-          {"scheme", params.scheme},
-          {"prefix", f.prefix},
-          {"names", params.names},
-          {"ignored", params.ignored}}},
-        {"average_heads", f.average_heads},
-        {"dtype", c.dtype},
-        {"threads", c.threads ? nlohmann::json(c.threads) : nlohmann::json()}};
-    context.inputs = inputs_json(query, key, value);
+    attntrace::TraceContext context{attntrace::mha_header(result, params, config), "mha",
+                                    mha_trace_options(f, params, masks, result),
+                                    inputs_json(in.query, in.key(), in.value()), {}};
     run.finish(result, context);
 }
 
@@ -177,11 +190,5 @@ Examples:
   attntrace mha -q data/bloem/x.npy --heads 2 --params data/bloem/params.safetensors
   attntrace mha -q x.npy --heads 8 --seed 1 --causal -o out.npy --attn-weights w.npy
   attntrace mha -q q.npy -k kv.npy --heads 5 --params d2l.safetensors --valid-lens 3,2)");
-    cmd->callback([f] {
-        if (f->common.dtype == "f64") {
-            run_mha<double>(*f);
-        } else {
-            run_mha<float>(*f);
-        }
-    });
+    cmd->callback([f] { with_precision(f->common.dtype, [&]<class T>() { run_mha<T>(*f); }); });
 }

@@ -57,12 +57,9 @@ sys.exit(0 if rounding_only else 1)
 EOF
 }
 
-pattern='^attntrace (.*[^ ]) +# expect: ([A-Za-z0-9_]+)$'
 names=()
-while IFS= read -r line; do
-    [[ $line =~ $pattern ]] || continue
-    read -r -a args <<< "${BASH_REMATCH[1]}"
-    name=${BASH_REMATCH[2]}
+while IFS=$'\t' read -r name command; do
+    read -r -a args <<< "$command"
     names+=("$name")
     ok=1
     for kind in values shapes; do
@@ -110,7 +107,7 @@ while IFS= read -r line; do
         ok=0
     fi
     if [[ $ok -eq 1 ]]; then passed=$((passed + 1)); fi
-done < "$README"
+done < <(readme_expectations "$README")
 
 # 2. The formatting alone: each stage of attntrace's values trace against torch's str() of the
 # same stage dumped to .npy.
