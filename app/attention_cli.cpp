@@ -16,6 +16,34 @@
 
 using namespace attntrace;
 
+namespace {
+
+// A flag whose words name the values of enum MODE (its current value is the default). The help and
+// the error for another word read as CLI::IsMember's: "--dtype: f16 not in {f32,f64}".
+template <class E>
+void add_mode_option(CLI::App& cmd, const std::string& name, E& mode, const std::vector<std::pair<std::string, E>>& words,
+                     const std::string& help) {
+    std::string list, default_word;
+    for (const auto& [word, value] : words) {
+        list += (list.empty() ? "" : ",") + word;
+        if (value == mode) default_word = word;
+    }
+    list = "{" + list + "}";
+    const CLI::Validator to_value(
+        [words, list](std::string& text) -> std::string {
+            for (const auto& [word, value] : words)
+                if (text == word) {
+                    text = std::to_string(static_cast<int>(value));
+                    return {};
+                }
+            return text + " not in " + list;
+        },
+        list);
+    cmd.add_option(name, mode, help)->type_name("TEXT")->transform(to_value)->default_str(default_word);
+}
+
+}  // namespace
+
 void add_attention_input_flags(CLI::App& cmd, AttentionFlags& f) {
     cmd.add_option("--scale", f.scale, "score scale (default 1/sqrt(head dim))");
     cmd.add_flag("--causal", f.causal, "query i sees keys <= i (top-left aligned, as PyTorch's is_causal)");
@@ -30,15 +58,13 @@ void add_attention_flags(CLI::App& cmd, AttentionFlags& f) {
         ->check(file_name());
     cmd.add_option("--attn-weights", f.attn_weights, "write the softmax weights: .npy, .json or - (stdout, npy)")
         ->check(file_name());
-    cmd.add_option("--dtype", f.dtype, "compute and output precision")
-        ->check(CLI::IsMember({"f32", "f64"}))
-        ->capture_default_str();
-    cmd.add_option("--trace", f.trace, "what the trace shows: none, shapes (with head statistics), values")
-        ->check(CLI::IsMember({"none", "shapes", "values"}))
-        ->capture_default_str();
-    cmd.add_option("--format", f.format, "the trace as text, or as one JSON document on stdout")
-        ->check(CLI::IsMember({"text", "json"}))
-        ->capture_default_str();
+    add_mode_option(cmd, "--dtype", f.dtype, {{"f32", Precision::f32}, {"f64", Precision::f64}},
+                    "compute and output precision");
+    add_mode_option(cmd, "--trace", f.trace,
+                    {{"none", TraceDetail::none}, {"shapes", TraceDetail::shapes}, {"values", TraceDetail::values}},
+                    "what the trace shows: none, shapes (with head statistics), values");
+    add_mode_option(cmd, "--format", f.format, {{"text", TraceFormat::text}, {"json", TraceFormat::json}},
+                    "the trace as text, or as one JSON document on stdout");
     cmd.add_option("--dump", f.dumps, "write a stage's tensor: STAGE=FILE (.npy, .json); repeatable");
     cmd.add_option("--threads", f.threads, "number of threads (default: all cores)")
         ->check(positive_integer(1024));
@@ -57,6 +83,24 @@ void add_attention_flags(CLI::App& cmd, AttentionFlags& f) {
         ->check(CLI::IsMember({"upper-left", "lower-right"}))
         ->capture_default_str();
 }
+
+std::string_view precision_name(Precision p) { return p == Precision::f64 ? "f64" : "f32"; }
+
+template <class T>
+nlohmann::json shared_trace_options(const AttentionFlags& f, const Masks<T>& masks, const AttentionResult<T>& result) {
+    auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
+    return {{"scale", result.scale},
+            {"masks",
+             {{"causal", f.causal},
+              {"attn_mask", or_null(f.attn_mask)},
+              {"attn_mask_kind", f.attn_mask.empty() ? nlohmann::json() : nlohmann::json(masks.attn_mask_is_bool ? "bool" : "float")},
+              {"empty_rows", result.empty_rows}}},
+            {"dtype", precision_name(f.dtype)},
+            {"threads", f.threads ? nlohmann::json(f.threads) : nlohmann::json()}};
+}
+
+template nlohmann::json shared_trace_options(const AttentionFlags&, const Masks<float>&, const AttentionResult<float>&);
+template nlohmann::json shared_trace_options(const AttentionFlags&, const Masks<double>&, const AttentionResult<double>&);
 
 template <class T>
 PositionStages<T> positions_from_flags(const AttentionFlags& f, std::size_t heads, std::size_t head_dim) {
@@ -139,7 +183,7 @@ AttentionRun<T>::AttentionRun(const AttentionFlags& flags, const std::vector<std
     : recorder([&] {
           std::set<std::string> keep;
           for (const auto& [stage, file] : parse_dumps(flags.dumps, stage_names)) keep.insert(stage);
-          return StageRecorder<T>(keep, flags.trace == "values" || flags.format == "json");
+          return StageRecorder<T>(keep, flags.trace == TraceDetail::values || flags.format == TraceFormat::json);
       }()),
       flags_(flags),
       dumps_(parse_dumps(flags.dumps, stage_names)) {
@@ -148,7 +192,7 @@ AttentionRun<T>::AttentionRun(const AttentionFlags& flags, const std::vector<std
     options.scale = flags.scale;
     options.need_weights = !flags.attn_weights.empty();
     options.threads = flags.threads;
-    options.row_stats = flags.trace != "none" || flags.format == "json";
+    options.row_stats = flags.trace != TraceDetail::none || flags.format == TraceFormat::json;
 }
 
 template <class T>
@@ -169,7 +213,7 @@ void AttentionRun<T>::check_outputs(const std::vector<std::string>& inputs,
             if (same_output_file(outputs[i].second, outputs[j].second))
                 throw UsageError(outputs[j].first + ": " + outputs[j].second + " is the file of " + outputs[i].first +
                                  " (" + outputs[i].second + "); two tensors cannot go to one file");
-    if (to_stdout == 1 && flags_.format == "json")
+    if (to_stdout == 1 && flags_.format == TraceFormat::json)
         throw UsageError("--format: the JSON trace takes stdout; write the tensors to files");
 }
 
@@ -198,8 +242,8 @@ void AttentionRun<T>::check_budget(const Shape& plane_shape) const {
     for (auto d : plane_shape) elements *= d;
     std::string avoid = "drop";
     if (options.need_weights) avoid += " --attn-weights";
-    if (flags_.trace == "values") avoid += " --trace values";
-    if (flags_.format == "json") avoid += " --format json";
+    if (flags_.trace == TraceDetail::values) avoid += " --trace values";
+    if (flags_.format == TraceFormat::json) avoid += " --format json";
     for (const auto& [stage, file] : dumps_)
         if (is_plane_stage(stage)) avoid += " --dump " + stage;
     avoid += " (without them the tiled path needs memory linear in the length), or raise --max-memory";
@@ -226,22 +270,22 @@ void AttentionRun<T>::finish(AttentionResult<T>& result, TraceContext context) c
     context.outputs = {{"output", path_or_null(flags_.output)},
                        {"attn_weights", path_or_null(flags_.attn_weights)},
                        {"dumps", dumped}};
-    if (flags_.format == "json") {
+    if (flags_.format == TraceFormat::json) {
         // replace: a file name that is not UTF-8 must not make dump() throw (as info --json)
         std::cout << trace_json(context, recorder.stages(), result.row_stats, result.empty_rows,
-                                flags_.trace == "values")
+                                flags_.trace == TraceDetail::values)
                          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                   << '\n'
                   << std::flush;
         return;
     }
-    if (flags_.trace == "none") return;
+    if (flags_.trace == TraceDetail::none) return;
     // The trace goes to stdout unless a tensor does; then to stderr, so pipelines stay clean.
     bool tensor_on_stdout = flags_.output == "-" || flags_.attn_weights == "-";
     for (const auto& [stage, file] : dumps_) tensor_on_stdout |= file == "-";
     FILE* stream = tensor_on_stdout ? stderr : stdout;
     TextStyle style;
-    style.values = flags_.trace == "values";
+    style.values = flags_.trace == TraceDetail::values;
     style.unicode = style.color = terminal_style(stream);
     const std::string text = render_text_trace(context, recorder.stages(), result.row_stats, style);
     (tensor_on_stdout ? std::cerr : std::cout) << text << std::flush;

@@ -12,6 +12,22 @@
 #include "attntrace/tensor.hpp"
 #include "attntrace/trace.hpp"
 
+// The modes of a run, parsed from their flags' words.
+enum class Precision { f32, f64 };              // --dtype
+enum class TraceDetail { none, shapes, values };  // --trace
+enum class TraceFormat { text, json };          // --format
+std::string_view precision_name(Precision p);   // "f32", "f64"
+
+// Runs fn.template operator()<double>() for f64, <float>() for f32.
+template <class Fn>
+void with_precision(Precision precision, Fn&& fn) {
+    if (precision == Precision::f64) {
+        fn.template operator()<double>();
+    } else {
+        fn.template operator()<float>();
+    }
+}
+
 struct AttentionFlags {
     std::string query, key, value;
     std::optional<double> scale;
@@ -19,9 +35,9 @@ struct AttentionFlags {
     std::string attn_mask;
     std::string output;
     std::string attn_weights;
-    std::string dtype = "f32";
-    std::string trace = "shapes";
-    std::string format = "text";
+    Precision dtype = Precision::f32;
+    TraceDetail trace = TraceDetail::shapes;
+    TraceFormat format = TraceFormat::text;
     std::size_t threads = 0;
     std::vector<std::string> dumps;  // STAGE=FILE
     std::string max_memory;          // "" = default budget
@@ -75,6 +91,12 @@ private:
 };
 
 using attntrace::shape_of;
+
+// The JSON trace's options both commands share: "scale", "masks" {causal, attn_mask,
+// attn_mask_kind, empty_rows}, "dtype", "threads".
+template <class T>
+nlohmann::json shared_trace_options(const AttentionFlags& flags, const attntrace::Masks<T>& masks,
+                                    const attntrace::AttentionResult<T>& result);
 
 // The JSON trace's "inputs": [{"name", "file", "format", "dtype", "shape"}] for query, key, value.
 template <class T>

@@ -10,6 +10,7 @@
 #include "attntrace/numbers.hpp"
 #include "attntrace/params.hpp"
 #include "attntrace/safetensors.hpp"
+#include "attntrace/stage_report.hpp"
 #include "attntrace/tensor_io.hpp"
 #include "commands.hpp"
 #include "flag_parsing.hpp"
@@ -56,50 +57,41 @@ std::optional<ModelLayer<T>> open_model(const MhaFlags& f) {
     return ModelLayer<T>{std::move(layer), std::move(weights)};
 }
 
+// The library's parameter names and the flags that set them.
+const FlagNames kMhaFlags = {{"heads", "--heads"},           {"kv heads", "--kv-heads"},
+                             {"head dim", "--head-dim"},     {"value head dim", "--value-head-dim"},
+                             {"out dim", "--out-dim"}};
+
 // The trace's header and options for one mha run; CONFIG: the config.json values with --model, else null.
 template <class T>
 attntrace::TraceContext mha_context(const MhaFlags& f, const attntrace::MhaConfig& mha_config,
                                     const attntrace::AttentionResult<T>& result,
                                     const attntrace::MhaParams<T>& params, const attntrace::Masks<T>& masks,
                                     const attntrace::PositionStages<T>& positions, const nlohmann::json& config) {
-    const auto& c = f.common;
-    const std::size_t heads = mha_config.heads, kv_heads = mha_config.kv_heads;
     attntrace::TraceContext context;
     context.command = "mha";
-    std::string& header = context.header;
-    header = config.is_null() ? "" : "mha: " + positions.description + "\n  config: " + config.dump() + "\n";
-    header += "mha: " + std::to_string(heads) + (heads == 1 ? " head" : " heads");
-    if (kv_heads != heads) header += " sharing " + std::to_string(kv_heads) + " kv heads";
-    header += ", head dim " + std::to_string(result.sizes.head_dim) + ", value head dim " +
-              std::to_string(result.sizes.value_head_dim) + ", scale " + attntrace::format_number(static_cast<T>(result.scale)) +
-              ", params " + params.source + " (" + params.scheme + ")";
-    if (!params.ignored.empty()) {
-        header += ", ignored:";
-        for (const auto& n : params.ignored) header += " " + n;
-    }
-    header += ", " + std::to_string(result.empty_rows) + " empty rows";
+    context.header = config.is_null() ? "" : "mha: " + positions.description + "\n  config: " + config.dump() + "\n";
+    context.header += attntrace::mha_header(result, params, mha_config);
     auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
-    context.options = {
-        {"heads", heads},
-        {"kv_heads", kv_heads},
+    auto& options = context.options = shared_trace_options(f.common, masks, result);
+    options["masks"]["causal"] = masks.causal;
+    options["masks"]["key_padding_mask"] = or_null(f.key_padding_mask);
+    options["masks"]["valid_lens"] = or_null(f.valid_lens);
+    const auto& rotary = positions.rotary;
+    options.update({
+        {"heads", mha_config.heads},
+        {"kv_heads", mha_config.kv_heads},
         {"head_dim", result.sizes.head_dim},
         {"value_head_dim", result.sizes.value_head_dim},
         {"out_dim", result.sizes.out_dim},
         {"out_proj", !f.no_out_proj},
-        {"scale", result.scale},
-        {"masks",
-         {{"causal", masks.causal},
-          {"attn_mask", or_null(c.attn_mask)},
-          {"attn_mask_kind", c.attn_mask.empty() ? nlohmann::json() : nlohmann::json(masks.attn_mask_is_bool ? "bool" : "float")},
-          {"key_padding_mask", or_null(f.key_padding_mask)},
-          {"valid_lens", or_null(f.valid_lens)},
-          {"empty_rows", result.empty_rows}}},
         {"model", config.is_null() ? nlohmann::json()
                                    : nlohmann::json{{"dir", f.model_dir}, {"layer", *f.layer}, {"normed_input", f.normed},
                                                     {"description", positions.description}, {"config", config}}},
         {"positions",
-         {{"rotary", positions.rotary ? nlohmann::json(positions.rotary->style == attntrace::RotaryStyle::half ? "half" : "interleaved") : nlohmann::json()},
-          {"rotary_dims", positions.rotary ? nlohmann::json(positions.rotary->dims) : nlohmann::json()},
+         {{"rotary", rotary ? nlohmann::json(rotary->style == attntrace::RotaryStyle::half ? "half" : "interleaved")
+                            : nlohmann::json()},
+          {"rotary_dims", rotary ? nlohmann::json(rotary->dims) : nlohmann::json()},
           {"alibi", !positions.alibi.empty()},
           {"window", positions.visibility.window ? nlohmann::json(*positions.visibility.window) : nlohmann::json()},
           {"causal_align", positions.visibility.lower_right ? "lower-right" : "upper-left"}}},
@@ -109,9 +101,7 @@ attntrace::TraceContext mha_context(const MhaFlags& f, const attntrace::MhaConfi
           {"prefix", f.prefix},
           {"names", params.names},
           {"ignored", params.ignored}}},
-        {"average_heads", f.average_heads},
-        {"dtype", c.dtype},
-        {"threads", c.threads ? nlohmann::json(c.threads) : nlohmann::json()}};
+        {"average_heads", f.average_heads}});
     return context;
 }
 
@@ -129,7 +119,7 @@ void run_mha(const MhaFlags& f) {
     const std::size_t heads = model ? model->layer.config.heads : f.heads;
     const std::size_t kv_heads = model ? model->layer.config.kv_heads : (f.kv_heads ? f.kv_heads : f.heads);
 
-    auto in = load_mha_inputs<T>(f, run, heads, kv_heads, !model);
+    auto in = naming_flags(kMhaFlags, [&] { return load_mha_inputs<T>(f, run, heads, kv_heads, !model); });
     const auto &query = in.query, &key = in.key(), &value = in.value();
     auto& masks = in.masks;
     const auto& dims = in.dims;
@@ -146,8 +136,10 @@ void run_mha(const MhaFlags& f) {
     run.options.average_heads = f.average_heads;
     run.options.query_name = c.query, run.options.key_name = key_path, run.options.value_name = value_path;
     const attntrace::MhaConfig config{heads, dims.kv_heads, !f.no_out_proj};
-    auto result = attntrace::mha(query.array, key.array, value.array, params, config, masks, run.options,
-                                 &run.recorder, positions.any() ? &positions : nullptr);
+    auto result = naming_flags(kMhaFlags, [&] {
+        return attntrace::mha(query.array, key.array, value.array, params, config, masks, run.options, &run.recorder,
+                              positions.any() ? &positions : nullptr);
+    });
     if (!f.save_params.empty())
         attntrace::write_file_atomically(f.save_params,
                                          attntrace::safetensors_bytes(attntrace::torch_state_dict(params)));
@@ -180,11 +172,5 @@ Examples:
   attntrace mha -q x.npy --heads 8 --seed 1 --causal -o out.npy --attn-weights w.npy
   attntrace mha -q q.npy -k kv.npy --heads 5 --params d2l.safetensors --valid-lens 3,2
   attntrace mha --model gpt2/ --layer 5 -q hidden5.npy --attn-weights w.npy)");
-    cmd->callback([f] {
-        if (f->common.dtype == "f64") {
-            run_mha<double>(*f);
-        } else {
-            run_mha<float>(*f);
-        }
-    });
+    cmd->callback([f] { with_precision(f->common.dtype, [&]<class T>() { run_mha<T>(*f); }); });
 }

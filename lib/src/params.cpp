@@ -416,7 +416,7 @@ void check_bias(const std::string& source, const std::string& label, const std::
     if (b->size() != expected) fail_expected(source, label, *b, shape_string(Shape{expected}), form, symbols);
 }
 
-// A checked product for sizes that come from flags.
+// A checked product of sizes; WHAT names the size for the message.
 std::size_t times(std::size_t a, std::size_t b, const std::string& what) {
     std::size_t out;
     if (__builtin_mul_overflow(a, b, &out)) throw UsageError(what + ": " + std::to_string(a) + " * " + std::to_string(b) + " does not fit in 64 bits");
@@ -488,13 +488,13 @@ MhaParams<T> load_mha_params(const std::string& path, const std::string& prefix,
 template <class T>
 MhaParams<T> random_mha_params(const MhaDims& dims, const HeadSizes& sizes, bool bias, std::uint64_t seed) {
     check_head_counts(dims);
-    if (sizes.head_dim == 0) throw UsageError("--head-dim: must be at least 1 (got 0)");
-    if (sizes.value_head_dim == 0) throw UsageError("--value-head-dim: must be at least 1 (got 0)");
-    if (dims.out_proj && sizes.out_dim == 0) throw UsageError("--out-dim: must be at least 1 (got 0)");
+    if (sizes.head_dim == 0) throw UsageError("head dim: must be at least 1 (got 0)");
+    if (sizes.value_head_dim == 0) throw UsageError("value head dim: must be at least 1 (got 0)");
+    if (dims.out_proj && sizes.out_dim == 0) throw UsageError("out dim: must be at least 1 (got 0)");
     const std::size_t H = dims.heads, G = dims.kv_heads;
-    const std::size_t hp = times(H, sizes.head_dim, "--head-dim"), gp = times(G, sizes.head_dim, "--head-dim");
-    const std::size_t gpv = times(G, sizes.value_head_dim, "--value-head-dim");
-    const std::size_t hpv = times(H, sizes.value_head_dim, "--value-head-dim");
+    const std::size_t hp = times(H, sizes.head_dim, "head dim"), gp = times(G, sizes.head_dim, "head dim");
+    const std::size_t gpv = times(G, sizes.value_head_dim, "value head dim");
+    const std::size_t hpv = times(H, sizes.value_head_dim, "value head dim");
 
     MhaParams<T> p;
     p.scheme = "random";
