@@ -9,10 +9,27 @@
 #include <CLI/CLI.hpp>
 
 #include "attntrace/attention.hpp"
+#include "attntrace/positions.hpp"
 #include "attntrace/tensor.hpp"
 #include "attntrace/trace.hpp"
 #include "picture_cli.hpp"
 #include "progress.hpp"
+
+// The modes of a run, parsed from their flags' words.
+enum class Precision { f32, f64 };              // --dtype
+enum class TraceDetail { none, shapes, values };  // --trace
+enum class TraceFormat { text, json };          // --format
+std::string_view precision_name(Precision p);   // "f32", "f64"
+
+// Runs fn.template operator()<double>() for f64, <float>() for f32.
+template <class Fn>
+void with_precision(Precision precision, Fn&& fn) {
+    if (precision == Precision::f64) {
+        fn.template operator()<double>();
+    } else {
+        fn.template operator()<float>();
+    }
+}
 
 struct AttentionFlags {
     std::string query, key, value;
@@ -21,17 +38,31 @@ struct AttentionFlags {
     std::string attn_mask;
     std::string output;
     std::string attn_weights;
-    std::string dtype = "f32";
-    std::string trace = "shapes";
-    std::string format = "text";
+    Precision dtype = Precision::f32;
+    TraceDetail trace = TraceDetail::shapes;
+    TraceFormat format = TraceFormat::text;
     std::size_t threads = 0;
     std::vector<std::string> dumps;  // STAGE=FILE
     std::string max_memory;          // "" = default budget
     PictureFlags pictures;           // --heatmap, --plot, --report and their labels
+    // positions (positions.hpp)
+    std::string rotary;              // "", "half", "interleaved"
+    double rotary_theta = 10000;
+    std::size_t rotary_dims = 0;     // 0: the whole head dim
+    bool alibi = false;
+    std::size_t window = 0;          // 0: none
+    std::string causal_align = "upper-left";
 };
+
+// The positions the flags ask for (--rotary, --alibi, --window, --causal-align, --causal), for
+// HEADS heads of HEAD_DIM. Throws UsageError for rotary dims that are odd or past the head dim.
+template <class T>
+attntrace::PositionStages<T> positions_from_flags(const AttentionFlags& flags, std::size_t heads, std::size_t head_dim);
 
 // Adds the flags both commands take to CMD.
 void add_attention_flags(CLI::App& cmd, AttentionFlags& flags);
+// The part of them that says what to compute (--scale, --causal, --attn-mask), for check.
+void add_attention_input_flags(CLI::App& cmd, AttentionFlags& flags);
 
 // One run of sdpa or mha from the flags: the recorder, the core's options, the budget check, and
 // the outputs at the end. STAGE_NAMES are the command's stages (--dump checks against them).
@@ -75,7 +106,61 @@ private:
 
 using attntrace::shape_of;
 
+// The JSON trace's options both commands share: "scale", "masks" {causal, attn_mask,
+// attn_mask_kind, empty_rows}, "dtype", "threads".
+template <class T>
+nlohmann::json shared_trace_options(const AttentionFlags& flags, const attntrace::Masks<T>& masks,
+                                    const attntrace::AttentionResult<T>& result);
+
 // The JSON trace's "inputs": [{"name", "file", "format", "dtype", "shape"}] for query, key, value.
 template <class T>
 nlohmann::json inputs_json(const attntrace::LoadedTensor<T>& query, const attntrace::LoadedTensor<T>& key,
                            const attntrace::LoadedTensor<T>& value);
+
+// mha's flags: the common ones, and the model and masks only mha has.
+struct MhaFlags {
+    AttentionFlags common;
+    std::size_t heads = 0;
+    std::size_t kv_heads = 0;
+    std::string params;
+    std::string prefix;
+    std::string seed = "0";  // parsed by parse_seed: CLI11 would wrap -1
+    bool bias = true;
+    std::size_t head_dim = 0, value_head_dim = 0, out_dim = 0;
+    std::string save_params;
+    bool no_out_proj = false;
+    std::string key_padding_mask;
+    std::string valid_lens;
+    bool average_heads = false;
+    std::string model_dir;             // mha --model DIR: a Hugging Face checkpoint folder
+    std::optional<std::size_t> layer;  // mha --layer N
+    bool normed = false;               // mha --normed: the input is already normed
+};
+
+// Adds -q/-k/-v and the model's flags (--heads ... --valid-lens) to CMD; mha and check share them.
+// --heads is left optional (check --sdpa has none): mha marks it required.
+void add_mha_model_flags(CLI::App& cmd, MhaFlags& flags);
+
+// What mha runs on, from the flags: one load per distinct path (-q x.npy alone is self-attention on
+// one tensor), the masks, the dims checked, and the parameters (loaded, or the seeded init).
+template <class T>
+struct MhaInputs {
+    attntrace::LoadedTensor<T> query;                      // (B, Lq, Eq) or (Lq, Eq)
+    std::optional<attntrace::LoadedTensor<T>> key_file;    // (B, Lk, Ek) when -k names another file
+    std::optional<attntrace::LoadedTensor<T>> value_file;  // (B, Lk, Ev) when -v names a third file
+    bool value_is_key = true;                              // -v is -k's file (or both default)
+    attntrace::Masks<T> masks;
+    attntrace::MhaDims dims;
+    attntrace::MhaParams<T> params;
+
+    const attntrace::LoadedTensor<T>& key() const { return key_file ? *key_file : query; }
+    const attntrace::LoadedTensor<T>& value() const {
+        return value_file ? *value_file : (value_is_key ? key() : query);
+    }
+};
+
+// RUN supplies the attention mask (--attn-mask, --causal). HEADS and KV_HEADS are the checkpoint's
+// with --model (0: the flags'); OWN_PARAMS false leaves `params` empty (the caller has a checkpoint's).
+template <class T>
+MhaInputs<T> load_mha_inputs(const MhaFlags& flags, const AttentionRun<T>& run, std::size_t heads = 0,
+                             std::size_t kv_heads = 0, bool own_params = true);

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "attntrace/checkpoint.hpp"
 #include "attntrace/stats.hpp"
 #include "attntrace/tensor_io.hpp"
 #include "commands.hpp"
@@ -19,6 +20,11 @@ struct InfoOptions {
 // Stops at the first bad file (exit 3); the files before it are already printed.
 void run_info(const InfoOptions& opt) {
     for (const std::string& file : opt.files) {
+        if (attntrace::is_checkpoint_path(file)) {
+            std::cout << (opt.json ? attntrace::checkpoint_info_json(file).dump() + "\n" : attntrace::checkpoint_info(file))
+                      << std::flush;
+            continue;
+        }
         const auto loaded = attntrace::load_tensor<double>(file);
         const attntrace::Shape shape(loaded.array.shape().begin(), loaded.array.shape().end());
         const auto stats = attntrace::tensor_stats(loaded.array);
@@ -33,13 +39,14 @@ void run_info(const InfoOptions& opt) {
 void setup_info(CLI::App& app) {
     auto opt = std::make_shared<InfoOptions>();
     auto* cmd = app.add_subcommand("info", "Describe tensor files: format, dtype, shape, statistics");
-    cmd->add_option("FILE", opt->files, "a .npy or JSON tensor file; - reads stdin")->required()->check(file_name());
+    cmd->add_option("FILE", opt->files, "a .npy or JSON tensor file, - (stdin), or a checkpoint folder / .safetensors file")->required()->check(file_name());
     cmd->add_flag("--json", opt->json, "one JSON object per file, one per line (JSON Lines)");
     cmd->footer(R"(min/max/mean/std are over the finite values; NaN and Inf are counted apart.
 Stops at the first file that cannot be read (exit 3).
 
 Examples:
   attntrace info data/x.npy
+  attntrace info path/to/gpt2          (a Hugging Face checkpoint: layers, attention tensors, --model plan)
   attntrace info --json a.npy b.json | jq .shape
   attntrace random --shape 2,3 -o - | attntrace info -)");
     cmd->callback([opt] { run_info(*opt); });

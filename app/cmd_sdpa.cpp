@@ -3,7 +3,7 @@
 
 #include "attention_cli.hpp"
 #include "attntrace/gemm.hpp"
-#include "attntrace/numbers.hpp"
+#include "attntrace/stage_report.hpp"
 #include "attntrace/tensor_io.hpp"
 #include "commands.hpp"
 #include "flag_parsing.hpp"
@@ -28,22 +28,14 @@ void run_sdpa(const AttentionFlags& f) {
         run.enable_progress(planes, plane[plane.size() - 2], plane.back(), q.array.shape().back());
     }
     run.options.query_name = f.query, run.options.key_name = f.key, run.options.value_name = f.value;
-    auto result = attntrace::sdpa(q.array, k.array, v.array, masks, run.options, &run.recorder);
+    const std::size_t rank = q.array.dimension();
+    const auto positions = positions_from_flags<T>(f, rank >= 3 ? q.array.shape()[rank - 3] : 1,
+                                                   rank ? q.array.shape()[rank - 1] : 0);
+    auto result = attntrace::sdpa(q.array, k.array, v.array, masks, run.options, &run.recorder,
+                                  positions.any() ? &positions : nullptr);
 
-    attntrace::TraceContext context;
-    context.command = "sdpa";
-    context.header = "sdpa: scale " + attntrace::format_number(static_cast<T>(result.scale)) + ", " +
-                     std::to_string(result.empty_rows) + " empty rows";
-    context.options = {{"scale", result.scale},
-                       {"masks",
-                        {{"causal", f.causal},
-                         {"attn_mask", f.attn_mask.empty() ? nlohmann::json() : nlohmann::json(f.attn_mask)},
-                         {"attn_mask_kind", f.attn_mask.empty() ? nlohmann::json()
-                                                                : nlohmann::json(masks.attn_mask_is_bool ? "bool" : "float")},
-                         {"empty_rows", result.empty_rows}}},
-                       {"dtype", f.dtype},
-                       {"threads", f.threads ? nlohmann::json(f.threads) : nlohmann::json()}};
-    context.inputs = inputs_json(q, k, v);
+    const attntrace::TraceContext context{attntrace::sdpa_header(result), "sdpa", shared_trace_options(f, masks, result),
+                                          inputs_json(q, k, v), {}};
     run.finish(result, context);
 }
 
@@ -61,12 +53,7 @@ Q, K and V may have any number of equal leading dims; the output is (..., Lq, Ev
 
 Examples:
   attntrace sdpa -q data/atcold/q1.npy -k data/atcold/k.npy -v data/atcold/v.npy --scale 0.125 --trace values
-  attntrace sdpa -q q.npy -k k.npy -v v.npy --causal -o out.npy --attn-weights w.json)");
-    cmd->callback([f] {
-        if (f->dtype == "f64") {
-            run_sdpa<double>(*f);
-        } else {
-            run_sdpa<float>(*f);
-        }
-    });
+  attntrace sdpa -q q.npy -k k.npy -v v.npy --causal -o out.npy --attn-weights w.json
+  attntrace sdpa -q q.npy -k k.npy -v v.npy --rotary half --window 4 --causal-align lower-right)");
+    cmd->callback([f] { with_precision(f->dtype, [&]<class T>() { run_sdpa<T>(*f); }); });
 }

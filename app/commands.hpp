@@ -14,3 +14,4 @@ void setup_random(CLI::App& app);
 void setup_sdpa(CLI::App& app);
 void setup_mha(CLI::App& app);
 void setup_rollout(CLI::App& app);
+void setup_check(CLI::App& app);

@@ -49,3 +49,11 @@ CLI::Validator positive_integer(std::uint64_t max) {
         },
         "INT>0");
 }
+
+std::string with_flag_name(const std::string& message, const FlagNames& flags) {
+    for (const auto& [parameter, flag] : flags) {
+        const std::string prefix = std::string(parameter) + ": ";
+        if (message.rfind(prefix, 0) == 0) return std::string(flag) + ": " + message.substr(prefix.size());
+    }
+    return message;
+}

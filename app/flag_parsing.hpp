@@ -21,5 +21,24 @@ std::uint64_t parse_seed(const std::string& text, const std::string& flag = "--s
 // --params '' must not silently mean "no parameters".
 CLI::Validator file_name();
 
+#include <utility>
+
+#include "attntrace/errors.hpp"
+
+// The library names parameters ("kv heads: 8 query heads cannot share 3 kv heads"); the app
+// names the flag that set them ("--kv-heads: ..."). FLAGS maps each parameter to its flag.
+using FlagNames = std::vector<std::pair<std::string_view, std::string_view>>;
+std::string with_flag_name(const std::string& message, const FlagNames& flags);
+
+// Runs FN, rethrowing a library UsageError with the flag's name in place of the parameter's.
+template <class Fn>
+decltype(auto) naming_flags(const FlagNames& flags, Fn&& fn) {
+    try {
+        return fn();
+    } catch (const attntrace::UsageError& e) {
+        throw attntrace::UsageError(with_flag_name(e.what(), flags));
+    }
+}
+
 // A CLI11 check for counts (--heads, --threads, --head-dim ...): an integer from 1 to MAX.
 CLI::Validator positive_integer(std::uint64_t max = UINT64_MAX);

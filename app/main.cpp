@@ -1,6 +1,6 @@
 // attntrace: the command line. Adds the subcommands, parses, and is the only place that turns
 // exceptions into exit codes (the table is in errors.hpp and the README):
-//   0 ok, 1 compare found differences, 2 bad command line, 3 bad input, 4 cannot write the output,
+//   0 ok, 1 compare or check found differences, 2 bad command line, 3 bad input, 4 cannot write the output,
 //   70 internal error (a bug: an exception no one expected).
 #include <unistd.h>
 
@@ -53,7 +53,7 @@ extern "C" void on_signal(int sig) {
 void prepare_blas(int argc, char** argv) {
     if (argc < 2) return;
     const std::string_view command = argv[1];
-    if (command != "mha" && command != "sdpa") return;
+    if (command != "mha" && command != "sdpa" && command != "check") return;
     bool again = false;
     if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) {
         setenv("OPENBLAS_NUM_THREADS", "1", 1);
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
   attntrace mha -q x.npy --heads 8 --format json | jq '.head_stats'
   attntrace random --shape 2,3 -o - | attntrace info -
 
-Exit codes: 0 ok, 1 compare found differences, 2 bad command line, 3 bad input, 4 cannot write
+Exit codes: 0 ok, 1 compare or check found differences, 2 bad command line, 3 bad input, 4 cannot write
 the output, 70 internal error. `attntrace COMMAND --help` describes each command.)");
     app.set_version_flag("--version", "attntrace " ATTNTRACE_VERSION);
     app.require_subcommand(1);
@@ -96,6 +96,7 @@ the output, 70 internal error. `attntrace COMMAND --help` describes each command
     setup_sdpa(app);
     setup_mha(app);
     setup_rollout(app);
+    setup_check(app);
 
     try {
         app.parse(argc, argv);  // the chosen subcommand's callback runs inside

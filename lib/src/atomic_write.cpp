@@ -111,15 +111,15 @@ public:
         path_ = std::move(name);
         registered_ = register_pending_temp(path_);
         // mkstemp creates the file 0600; make it what a plain open(2) would with mode 0644.
-        if (::fchmod(fd_, 0644 & ~current_umask()) != 0) throw_output_errno(target, errno);
+        if (::fchmod(fd_, 0644 & ~current_umask()) != 0) {
+            const int error = errno;
+            discard();  // no destructor runs for a constructor that throws
+            throw_output_errno(target, error);
+        }
     }
     TempFile(const TempFile&) = delete;
     TempFile& operator=(const TempFile&) = delete;
-    ~TempFile() {
-        if (fd_ >= 0) ::close(fd_);
-        if (!path_.empty() && !committed_) ::unlink(path_.c_str());
-        if (registered_) forget_pending_temp();
-    }
+    ~TempFile() { discard(); }
 
     int fd() const { return fd_; }
 
@@ -145,6 +145,14 @@ private:
     int fd_ = -1;
     bool registered_ = false;
     bool committed_ = false;
+
+    // Closes the file, and removes it unless committed.
+    void discard() noexcept {
+        if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+        if (!path_.empty() && !committed_) ::unlink(path_.c_str());
+        if (registered_) forget_pending_temp();
+        registered_ = false;
+    }
 
     // Closes the file; returns 0 or the errno of the failure.
     int close() {

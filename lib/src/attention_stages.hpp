@@ -63,10 +63,6 @@ template <class T>
 void project_rows(const T* x, std::size_t rows, const Array<T>& w, const std::optional<Array<T>>& b, T* y,
                   std::size_t ldy, std::size_t threads);
 
-// positions: the hook where rotary embeddings (rewriting Q_n and K_n) and ALiBi (a per-head bias
-// in the mask plan) will go. Nothing today.
-template <class T>
-void positions(HeadBatch<T>& /*heads*/, MaskPlan<T>& /*masks*/) {}
 
 // 1/sqrt(P), or 1 for P = 0.
 template <class T>

@@ -208,6 +208,14 @@ FileBytes& FileBytes::operator=(FileBytes&& other) noexcept {
     return *this;
 }
 
+void FileBytes::release(std::size_t offset, std::size_t length) const {
+    if (mapping_ == nullptr || length == 0) return;
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    const std::size_t begin = (offset + page - 1) / page * page;  // whole pages inside the range
+    const std::size_t end = std::min(size_, offset + length) / page * page;
+    if (begin < end) ::madvise(static_cast<char*>(mapping_) + begin, end - begin, MADV_DONTNEED);
+}
+
 FileBytes::~FileBytes() {
     if (mapping_ != nullptr) ::munmap(mapping_, size_);
 }

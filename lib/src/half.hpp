@@ -26,4 +26,41 @@ inline float bfloat16_to_float(std::uint16_t b) {
     return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
 }
 
+// The 8-bit floats of safetensors (as PyTorch's float8_e4m3fn, float8_e5m2, float8_e4m3fnuz,
+// float8_e5m2fnuz and ml_dtypes define them): sign 1, exponent E bits with bias BIAS, mantissa M
+// bits. Normal: 2^(e - bias) * (1 + m / 2^M); subnormal (e == 0): 2^(1 - bias) * m / 2^M.
+// Specials: e5m2 is IEEE-like (all-ones exponent: inf, or NaN with a mantissa); e4m3fn has no
+// infinity and NaN only at S.1111.111; the FNUZ variants have no infinity, no negative zero, and
+// their one NaN is 0x80. Every value is exact in float.
+struct Float8Format {
+    int exponent_bits, mantissa_bits, bias;
+    bool ieee_specials;  // e5m2: the all-ones exponent is inf / NaN
+    bool fnuz;           // 0x80 is NaN, no infinity
+};
+inline constexpr Float8Format f8_e4m3fn{4, 3, 7, false, false};
+inline constexpr Float8Format f8_e5m2{5, 2, 15, true, false};
+inline constexpr Float8Format f8_e4m3fnuz{4, 3, 8, false, true};
+inline constexpr Float8Format f8_e5m2fnuz{5, 2, 16, false, true};
+
+inline float float8_to_float(std::uint8_t bits, const Float8Format& f) {
+    constexpr float nan = __builtin_nanf("");
+    if (f.fnuz && bits == 0x80) return nan;
+    const bool negative = (bits & 0x80) != 0;
+    const int exponent = (bits >> f.mantissa_bits) & ((1 << f.exponent_bits) - 1);
+    const int mantissa = bits & ((1 << f.mantissa_bits) - 1);
+    const int all_ones = (1 << f.exponent_bits) - 1;
+    float magnitude;
+    if (f.ieee_specials && exponent == all_ones) {
+        magnitude = mantissa == 0 ? __builtin_inff() : nan;
+    } else if (!f.ieee_specials && !f.fnuz && exponent == all_ones && mantissa == (1 << f.mantissa_bits) - 1) {
+        magnitude = nan;  // e4m3fn: S.1111.111
+    } else if (exponent == 0) {
+        magnitude = __builtin_ldexpf(static_cast<float>(mantissa), 1 - f.bias - f.mantissa_bits);
+    } else {
+        magnitude = __builtin_ldexpf(static_cast<float>(mantissa + (1 << f.mantissa_bits)),
+                                     exponent - f.bias - f.mantissa_bits);
+    }
+    return negative ? -magnitude : magnitude;
+}
+
 }  // namespace attntrace

@@ -3,6 +3,7 @@
 #include <tuple>
 
 #include "attention_stages.hpp"
+#include "position_stages.hpp"
 #include "attntrace/errors.hpp"
 #include "attntrace/threads.hpp"
 
@@ -98,7 +99,9 @@ Projected<T> project(const Array<T>& query, const Array<T>& key, const Array<T>&
                      const MhaShape& s, std::size_t threads, const Reporter<T>& rep) {
     const std::size_t nq = s.h * s.p, nk = s.g * s.p, nv = s.g * s.pv;
     Projected<T> pr;
-    pr.fused = &query == &key && &key == &value;
+    // (the stacked copy of the weights is skipped when it would cost more than 64 MiB: a real
+    // checkpoint's layer then costs its own size, not twice)
+    pr.fused = &query == &key && &key == &value && (nq + nk + nv) * s.eq * sizeof(T) <= (std::size_t{64} << 20);
     if (pr.fused) {
         const auto [w, bias] = stacked_in_proj(params);
         pr.qkv = rows_buffer<T>(s.b * s.lq * (nq + nk + nv));
@@ -200,23 +203,31 @@ std::optional<Array<T>> returned_weights(std::optional<Array<T>> weights, const 
 template <class T>
 AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T>& value,
                        const MhaParams<T>& params, const MhaConfig& config, const Masks<T>& masks,
-                       const AttentionOptions& options, Observer<T>* observer) {
+                       const AttentionOptions& options, Observer<T>* observer, const PositionStages<T>* positions) {
     const MhaShape s = check_mha_inputs(query, key, value, params, config, options);
     MaskPlan<T> plan = plan_mha_masks(masks, s.b, s.h, s.lq, s.lk, s.batched);
     const SingleThreadedBlas blas;
     const std::size_t threads = thread_count(options.threads);
     const Reporter<T> rep{observer, s.batched};
     report_inputs(rep, query, key, value, s.qs, s.ks, s.vs, options);
+    // normed: the layer's pre-attention norm of the query, shared by the key and value when they are it
+    const std::optional<Array<T>> normed = stages::normed(query, positions, s.qs, rep);
+    const Array<T>& q_in = normed ? *normed : query;
+    const Array<T>& k_in = normed && &key == &query ? *normed : key;
+    const Array<T>& v_in = normed && &value == &query ? *normed : value;
 
     AttentionResult<T> result;
     result.sizes = s.sizes;
     const T scale = options.scale ? T(*options.scale) : stages::default_scale<T>(s.p);
     result.scale = scale;
     Array<T> merged = Array<T>::from_shape({s.b, s.lq, s.h * s.pv});  // (B, Lq, H*Pv)
-    Projected<T> projected = project(query, key, value, params, s, threads, rep);
+    Projected<T> projected = project(q_in, k_in, v_in, params, s, threads, rep);
     stages::HeadBatch<T> heads = split_heads(projected, s, merged, rep);
     stages::Kept<T> kept = stages::plan_kept(rep, options, s.plane());
-    stages::positions(heads, plan);
+    // positions: q/k rewritten in place in the projection buffers this call owns
+    stages::positions<T>(positions, s.b, s.p, {const_cast<T*>(projected.q), s.h, s.lq, projected.ldq},
+                         {const_cast<T*>(projected.k), s.g, s.lk, projected.ldk}, {s.b, s.h, s.lq, s.p},
+                         {s.b, s.g, s.lk, s.p}, plan, s.h, rep);
     // scores -> mask -> softmax -> context
     result.empty_rows = stages::attend(heads, plan, scale, kept, threads, options.progress);
     const bool fused = projected.fused;
@@ -233,9 +244,9 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
 
 template AttentionResult<float> mha(const Array<float>&, const Array<float>&, const Array<float>&,
                                     const MhaParams<float>&, const MhaConfig&, const Masks<float>&,
-                                    const AttentionOptions&, Observer<float>*);
+                                    const AttentionOptions&, Observer<float>*, const PositionStages<float>*);
 template AttentionResult<double> mha(const Array<double>&, const Array<double>&, const Array<double>&,
                                      const MhaParams<double>&, const MhaConfig&, const Masks<double>&,
-                                     const AttentionOptions&, Observer<double>*);
+                                     const AttentionOptions&, Observer<double>*, const PositionStages<double>*);
 
 }  // namespace attntrace

@@ -198,14 +198,21 @@ void resolve_torch(Names<T>& names, MhaParams<T>& p, const MhaDims& dims) {
     if (std::optional<Array<T>> w = names.take("in_proj_weight")) {
         require_rank(p.source, "in_proj_weight", *w, 2, "(3E, E)");
         const std::size_t r = w->shape()[0];
-        if (r % 3 != 0) {
-            fail_shape(p.source, "in_proj_weight: shape " + shape_string(w->shape()) +
-                                     " but expected (3E, E): " + std::to_string(r) +
-                                     " rows do not split into q, k and v blocks");
+        // Grouped-query attention: H*P rows of q, then G*P of k and G*P of v (P = r / (H + 2G)).
+        const bool grouped = dims.kv_heads != 0 && dims.kv_heads != dims.heads;
+        const std::size_t parts = grouped ? dims.heads + 2 * dims.kv_heads : 3;
+        if (r % parts != 0) {
+            fail_shape(p.source, "in_proj_weight: shape " + shape_string(w->shape()) + " but expected " +
+                                     (grouped ? "(H*P + 2*G*P, E) with H=" + std::to_string(dims.heads) +
+                                                    ", G=" + std::to_string(dims.kv_heads)
+                                              : std::string("(3E, E)")) +
+                                     ": " + std::to_string(r) + " rows do not split into q, k and v blocks");
         }
-        p.w_q = rows(*w, 0, r / 3);
-        p.w_k = rows(*w, r / 3, 2 * r / 3);
-        p.w_v = rows(*w, 2 * r / 3, r);
+        const std::size_t nq = grouped ? r / parts * dims.heads : r / 3;
+        const std::size_t nk = grouped ? r / parts * dims.kv_heads : r / 3;
+        p.w_q = rows(*w, 0, nq);
+        p.w_k = rows(*w, nq, nq + nk);
+        p.w_v = rows(*w, nq + nk, r);
         p.fused_in_proj = true;
     } else {
         const std::string required = "q_proj_weight, k_proj_weight and v_proj_weight";
@@ -409,7 +416,7 @@ void check_bias(const std::string& source, const std::string& label, const std::
     if (b->size() != expected) fail_expected(source, label, *b, shape_string(Shape{expected}), form, symbols);
 }
 
-// A checked product for sizes that come from flags.
+// A checked product of sizes; WHAT names the size for the message.
 std::size_t times(std::size_t a, std::size_t b, const std::string& what) {
     std::size_t out;
     if (__builtin_mul_overflow(a, b, &out)) throw UsageError(what + ": " + std::to_string(a) + " * " + std::to_string(b) + " does not fit in 64 bits");
@@ -481,13 +488,13 @@ MhaParams<T> load_mha_params(const std::string& path, const std::string& prefix,
 template <class T>
 MhaParams<T> random_mha_params(const MhaDims& dims, const HeadSizes& sizes, bool bias, std::uint64_t seed) {
     check_head_counts(dims);
-    if (sizes.head_dim == 0) throw UsageError("--head-dim: must be at least 1 (got 0)");
-    if (sizes.value_head_dim == 0) throw UsageError("--value-head-dim: must be at least 1 (got 0)");
-    if (dims.out_proj && sizes.out_dim == 0) throw UsageError("--out-dim: must be at least 1 (got 0)");
+    if (sizes.head_dim == 0) throw UsageError("head dim: must be at least 1 (got 0)");
+    if (sizes.value_head_dim == 0) throw UsageError("value head dim: must be at least 1 (got 0)");
+    if (dims.out_proj && sizes.out_dim == 0) throw UsageError("out dim: must be at least 1 (got 0)");
     const std::size_t H = dims.heads, G = dims.kv_heads;
-    const std::size_t hp = times(H, sizes.head_dim, "--head-dim"), gp = times(G, sizes.head_dim, "--head-dim");
-    const std::size_t gpv = times(G, sizes.value_head_dim, "--value-head-dim");
-    const std::size_t hpv = times(H, sizes.value_head_dim, "--value-head-dim");
+    const std::size_t hp = times(H, sizes.head_dim, "head dim"), gp = times(G, sizes.head_dim, "head dim");
+    const std::size_t gpv = times(G, sizes.value_head_dim, "value head dim");
+    const std::size_t hpv = times(H, sizes.value_head_dim, "value head dim");
 
     MhaParams<T> p;
     p.scheme = "random";

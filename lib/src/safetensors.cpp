@@ -36,7 +36,8 @@ constexpr int max_depth = 64;                           // JSON nesting levels i
 constexpr std::size_t max_rank = 64;                    // dims of one tensor (numpy 2's limit)
 constexpr std::string_view metadata_key = "__metadata__";
 
-enum class StKind { f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, boolean };
+enum class StKind { f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, boolean, f8_e4m3, f8_e5m2,
+                    f8_e4m3fnuz, f8_e5m2fnuz };
 
 struct StDType {
     StKind kind;
@@ -44,12 +45,14 @@ struct StDType {
     std::size_t size;
 };
 
-constexpr std::array<StDType, 13> st_dtypes{{
+constexpr std::array<StDType, 17> st_dtypes{{
     {StKind::f16, "F16", 2},  {StKind::bf16, "BF16", 2}, {StKind::f32, "F32", 4},
     {StKind::f64, "F64", 8},  {StKind::i8, "I8", 1},     {StKind::i16, "I16", 2},
     {StKind::i32, "I32", 4},  {StKind::i64, "I64", 8},   {StKind::u8, "U8", 1},
     {StKind::u16, "U16", 2},  {StKind::u32, "U32", 4},   {StKind::u64, "U64", 8},
     {StKind::boolean, "BOOL", 1},
+    {StKind::f8_e4m3, "F8_E4M3", 1}, {StKind::f8_e5m2, "F8_E5M2", 1},
+    {StKind::f8_e4m3fnuz, "F8_E4M3FNUZ", 1}, {StKind::f8_e5m2fnuz, "F8_E5M2FNUZ", 1},
 }};
 
 const StDType* find_dtype(std::string_view name) {
@@ -165,8 +168,8 @@ Entry parse_entry(const std::string& file, const std::string& tensor, const json
     e.dtype = find_dtype(dtype->get_ref<const std::string&>());
     if (!e.dtype) {
         fail(file, label + "unsupported dtype '" + dtype->get<std::string>() +
-                       "' (attntrace reads F16, BF16, F32, F64, I8, I16, I32, I64, U8, U16, U32, "
-                       "U64 and BOOL)");
+                       "' (attntrace reads F16, BF16, F32, F64, F8_E4M3, F8_E5M2, F8_E4M3FNUZ, "
+                       "F8_E5M2FNUZ, I8, I16, I32, I64, U8, U16, U32, U64 and BOOL)");
     }
 
     const json* shape = member(value, "shape");
@@ -270,8 +273,13 @@ void fill(const char* src, T* dst, std::size_t count) {
 }
 
 template <class T>
-void convert(const Entry& e, const char* src, T* dst, std::size_t count) {
-    switch (e.dtype->kind) {
+void fill_float8(const char* src, T* dst, std::size_t count, const Float8Format& format) {
+    for (std::size_t i = 0; i < count; ++i) dst[i] = static_cast<T>(float8_to_float(static_cast<std::uint8_t>(src[i]), format));
+}
+
+template <class T>
+void convert(const StDType& dtype, const char* src, T* dst, std::size_t count) {
+    switch (dtype.kind) {
     case StKind::f16:
         for (std::size_t i = 0; i < count; ++i) dst[i] = static_cast<T>(half_to_float(load_le<std::uint16_t>(src + 2 * i)));
         return;
@@ -291,13 +299,22 @@ void convert(const Entry& e, const char* src, T* dst, std::size_t count) {
     case StKind::boolean:
         for (std::size_t i = 0; i < count; ++i) dst[i] = src[i] != 0 ? T(1) : T(0);
         return;
+    case StKind::f8_e4m3: return fill_float8(src, dst, count, f8_e4m3fn);
+    case StKind::f8_e5m2: return fill_float8(src, dst, count, f8_e5m2);
+    case StKind::f8_e4m3fnuz: return fill_float8(src, dst, count, f8_e4m3fnuz);
+    case StKind::f8_e5m2fnuz: return fill_float8(src, dst, count, f8_e5m2fnuz);
     }
 }
 
-}  // namespace
+// The validated header of BYTES: its entries and where the data begins.
+struct Header {
+    std::vector<Entry> entries;
+    std::size_t data_start = 0;  // 8 + header size
+};
 
-template <class T>
-std::map<std::string, Array<T>> parse_safetensors(std::string_view bytes, const std::string& name) {
+bool json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+Header read_header(std::string_view bytes, const std::string& name) {
     if (bytes.size() < 8) {
         fail(name, "file is " + std::to_string(bytes.size()) + " bytes, shorter than the 8-byte header size");
     }
@@ -312,27 +329,56 @@ std::map<std::string, Array<T>> parse_safetensors(std::string_view bytes, const 
     }
     const std::string_view header = bytes.substr(8, n);
     if (!valid_utf8(header)) fail(name, "header is not valid UTF-8");
-    if (header.empty() || header.front() != '{') fail(name, "header does not start with '{'");
+    // The reference parses with serde_json, which skips leading whitespace before the '{'.
+    const std::size_t first = std::find_if_not(header.begin(), header.end(), json_space) - header.begin();
+    if (first == header.size() || header[first] != '{') fail(name, "header does not start with '{'");
 
     const json root = parse_header(header, name);
-    std::vector<Entry> entries;
+    Header out;
     for (const auto& [key, value] : root.items()) {
         if (key == metadata_key) {
             check_metadata(name, value);
         } else {
-            entries.push_back(parse_entry(name, key, value));
+            out.entries.push_back(parse_entry(name, key, value));
         }
     }
-    const std::string_view data = bytes.substr(8 + n);
-    check_offsets(name, entries, data.size());
+    out.data_start = 8 + n;
+    check_offsets(name, out.entries, bytes.size() - out.data_start);
+    return out;
+}
 
+}  // namespace
+
+template <class T>
+std::map<std::string, Array<T>> parse_safetensors(std::string_view bytes, const std::string& name) {
+    const Header header = read_header(bytes, name);
     std::map<std::string, Array<T>> out;
-    for (const Entry& e : entries) {
+    for (const Entry& e : header.entries) {
         auto array = Array<T>::from_shape(e.shape);
-        convert(e, data.data() + e.begin, array.data(), array.size());
+        convert(*e.dtype, bytes.data() + header.data_start + e.begin, array.data(), array.size());
         out.emplace(e.name, std::move(array));
     }
     return out;
+}
+
+SafetensorsIndex index_safetensors(std::string_view bytes, const std::string& name) {
+    const Header header = read_header(bytes, name);
+    SafetensorsIndex index;
+    index.file = name;
+    for (const Entry& e : header.entries)
+        index.tensors.emplace(e.name, SafetensorsIndex::Tensor{std::string(e.dtype->name), e.shape,
+                                                               header.data_start + e.begin, e.nbytes});
+    return index;
+}
+
+template <class T>
+Array<T> read_safetensors_tensor(std::string_view bytes, const SafetensorsIndex& index, const std::string& tensor) {
+    const auto it = index.tensors.find(tensor);
+    if (it == index.tensors.end()) fail(index.file, "no tensor '" + tensor + "'");
+    const SafetensorsIndex::Tensor& t = it->second;
+    auto array = Array<T>::from_shape(t.shape);
+    convert(*find_dtype(t.dtype), bytes.data() + t.offset, array.data(), array.size());
+    return array;
 }
 
 template <class T>
@@ -380,6 +426,8 @@ std::string safetensors_bytes(const std::map<std::string, Array<T>>& tensors) {
 
 template std::map<std::string, Array<float>> parse_safetensors<float>(std::string_view, const std::string&);
 template std::map<std::string, Array<double>> parse_safetensors<double>(std::string_view, const std::string&);
+template Array<float> read_safetensors_tensor<float>(std::string_view, const SafetensorsIndex&, const std::string&);
+template Array<double> read_safetensors_tensor<double>(std::string_view, const SafetensorsIndex&, const std::string&);
 template std::map<std::string, Array<float>> load_safetensors<float>(const std::string&);
 template std::map<std::string, Array<double>> load_safetensors<double>(const std::string&);
 template std::string safetensors_bytes<float>(const std::map<std::string, Array<float>>&);

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "attention_stages.hpp"
+#include "position_stages.hpp"
 #include "attntrace/errors.hpp"
 #include "attntrace/threads.hpp"
 
@@ -66,20 +67,29 @@ stages::HeadBatch<T> split_heads(const Array<T>& q, const Array<T>& k, const Arr
 }  // namespace
 
 template <class T>
-AttentionResult<T> sdpa(const Array<T>& q, const Array<T>& k, const Array<T>& v, const Masks<T>& masks,
-                        const AttentionOptions& options, Observer<T>* observer) {
-    const SdpaShape s = check_sdpa_inputs(shape_of(q), shape_of(k), shape_of(v), options);
+AttentionResult<T> sdpa(const Array<T>& q_in, const Array<T>& k_in, const Array<T>& v, const Masks<T>& masks,
+                        const AttentionOptions& options, Observer<T>* observer, const PositionStages<T>* positions) {
+    const SdpaShape s = check_sdpa_inputs(shape_of(q_in), shape_of(k_in), shape_of(v), options);
+    // q_rotary / k_rotary rewrite copies of Q and K, each leading index one head of E dims
+    const bool rotate = positions && positions->rotary;
+    std::optional<Array<T>> q_rot, k_rot;
+    if (rotate) q_rot = q_in, k_rot = k_in;
+    const Array<T>& q = rotate ? *q_rot : q_in;
+    const Array<T>& k = rotate ? *k_rot : k_in;
     MaskPlan<T> plan = plan_sdpa_masks(masks, s.lead, s.lq, s.lk);
     const SingleThreadedBlas blas;
     const Reporter<T> rep{observer, true};
-    report_inputs(rep, q, k, v, s.qs, s.ks, s.vs, options);
+    report_inputs(rep, q_in, k_in, v, s.qs, s.ks, s.vs, options);
 
     AttentionResult<T> result;
     const T scale = options.scale ? T(*options.scale) : stages::default_scale<T>(s.e);
     result.scale = scale;
     result.output = Array<T>::from_shape(s.with(s.lq, s.ev));  // (..., Lq, Ev)
     stages::HeadBatch<T> heads = split_heads(q, k, v, s, result.output);
-    stages::positions(heads, plan);
+    const std::size_t n = heads.count();
+    stages::positions<T>(positions, n, s.e, {rotate ? q_rot->data() : nullptr, 1, s.lq, s.e},
+                         {rotate ? k_rot->data() : nullptr, 1, s.lk, s.e}, s.qs, s.ks, plan,
+                         s.lead.empty() ? 1 : s.lead.back(), rep);
     stages::Kept<T> kept = stages::plan_kept(rep, options, s.with(s.lq, s.lk));
     // scores -> mask -> softmax -> context
     result.empty_rows = stages::attend(heads, plan, scale, kept, thread_count(options.threads), options.progress);
@@ -92,8 +102,10 @@ AttentionResult<T> sdpa(const Array<T>& q, const Array<T>& k, const Array<T>& v,
 }
 
 template AttentionResult<float> sdpa(const Array<float>&, const Array<float>&, const Array<float>&,
-                                     const Masks<float>&, const AttentionOptions&, Observer<float>*);
+                                     const Masks<float>&, const AttentionOptions&, Observer<float>*,
+                                     const PositionStages<float>*);
 template AttentionResult<double> sdpa(const Array<double>&, const Array<double>&, const Array<double>&,
-                                      const Masks<double>&, const AttentionOptions&, Observer<double>*);
+                                      const Masks<double>&, const AttentionOptions&, Observer<double>*,
+                                      const PositionStages<double>*);
 
 }  // namespace attntrace

@@ -141,6 +141,27 @@ void report_sdpa_output(const Reporter<T>& rep, Array<T>& output) {
     rep.report("output", Shape(output.shape().begin(), output.shape().end()), "weights @ V", {}, &output);
 }
 
+template <class T>
+std::string mha_header(const AttentionResult<T>& result, const MhaParams<T>& params, const MhaConfig& config) {
+    const std::size_t g = config.kv_heads ? config.kv_heads : config.heads;
+    std::string header = "mha: " + count_of(config.heads, "head");
+    if (g != config.heads) header += " sharing " + std::to_string(g) + " kv heads";
+    header += ", head dim " + std::to_string(result.sizes.head_dim) + ", value head dim " +
+              std::to_string(result.sizes.value_head_dim) + ", scale " + format_number(static_cast<T>(result.scale)) +
+              ", params " + params.source + " (" + params.scheme + ")";
+    if (!params.ignored.empty()) {
+        header += ", ignored:";
+        for (const auto& n : params.ignored) header += " " + n;
+    }
+    return header + ", " + std::to_string(result.empty_rows) + " empty rows";
+}
+
+template <class T>
+std::string sdpa_header(const AttentionResult<T>& result) {
+    return "sdpa: scale " + format_number(static_cast<T>(result.scale)) + ", " + std::to_string(result.empty_rows) +
+           " empty rows";
+}
+
 #define ATTNTRACE_STAGE_REPORT(T)                                                                                \
     template struct Reporter<T>;                                                                                 \
     template void report_inputs(const Reporter<T>&, const Array<T>&, const Array<T>&, const Array<T>&,           \
@@ -154,7 +175,9 @@ void report_sdpa_output(const Reporter<T>& rep, Array<T>& output) {
     template void report_attention(const Reporter<T>&, const AttentionReport<T>&, const Shape&, T,               \
                                    const std::string&, std::size_t);                                             \
     template void report_merged(const Reporter<T>&, Array<T>&, bool);                                            \
-    template void report_sdpa_output(const Reporter<T>&, Array<T>&);
+    template void report_sdpa_output(const Reporter<T>&, Array<T>&);                                             \
+    template std::string mha_header(const AttentionResult<T>&, const MhaParams<T>&, const MhaConfig&);             \
+    template std::string sdpa_header(const AttentionResult<T>&);
 ATTNTRACE_STAGE_REPORT(float)
 ATTNTRACE_STAGE_REPORT(double)
 

@@ -15,12 +15,9 @@ compare() {  # name what actual expected
     fi
 }
 
-pattern='^attntrace (.*[^ ]) +# expect: ([A-Za-z0-9_]+)$'
 names=()
-while IFS= read -r line; do
-    [[ $line =~ $pattern ]] || continue
-    read -r -a args <<< "${BASH_REMATCH[1]}"
-    name=${BASH_REMATCH[2]}
+while IFS=$'\t' read -r name command; do
+    read -r -a args <<< "$command"
     names+=("$name")
     if [[ ! -f $GOLDEN/${name}_out.npy ]]; then
         fail "$name" "data/README.md names a golden that does not exist: tests/goldens/seeds/${name}_out.npy"
@@ -40,7 +37,7 @@ while IFS= read -r line; do
         compare "$name" "attention weights" "$work/$name.w.npy" "$GOLDEN/${name}_weights.npy" || ok=0
     fi
     if [[ $ok -eq 1 ]]; then passed=$((passed + 1)); fi
-done < "$README"
+done < <(readme_expectations "$README")
 
 # Every golden is documented.
 for golden in "$GOLDEN"/*_out.npy; do

@@ -21,12 +21,9 @@ README="$SRC/data/README.md"
 GOLDEN="$SRC/tests/goldens/traces"
 "$PYTHON" -c 'import numpy, torch' 2>/dev/null || { echo "SKIP: $PYTHON has no numpy/torch"; exit 77; }
 
-pattern='^attntrace (.*[^ ]) +# expect: ([A-Za-z0-9_]+)$'
 names=()
-while IFS= read -r line; do
-    [[ $line =~ $pattern ]] || continue
-    read -r -a args <<< "${BASH_REMATCH[1]}"
-    name=${BASH_REMATCH[2]}
+while IFS=$'\t' read -r name command; do
+    read -r -a args <<< "$command"
     names+=("$name")
     ok=1
     for kind in values shapes; do
@@ -72,7 +69,7 @@ while IFS= read -r line; do
         ok=0
     fi
     if [[ $ok -eq 1 ]]; then passed=$((passed + 1)); fi
-done < "$README"
+done < <(readme_expectations "$README")
 
 # 2. The formatting alone: each stage of attntrace's values trace against torch's str() of the
 # same stage dumped to .npy.

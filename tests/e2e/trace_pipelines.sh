@@ -153,11 +153,11 @@ dump_all atcold "${ATCOLD[@]}"
 
 # ---- --dump errors: exit 2, one line naming the stage and listing the stages, nothing written -----
 usage_error "$A" "${BLOEM[@]}" --dump bogus="$W/bogus.npy"
-error_line "--dump" "'bogus'" "query, key, value, q, k, v, q_heads, k_heads, v_heads, scores, masked_scores, weights, context, merged, output"
+error_line "--dump" "'bogus'" "query, key, value, normed, q, k, v, q_heads, k_heads, v_heads, q_rotary, k_rotary, scores, masked_scores, weights, context, merged, output"
 [ -s "$W/out" ] && fail "--dump bogus: something on stdout"
 [ -e "$W/bogus.npy" ] && fail "--dump bogus: a file was written"
 usage_error "$A" "${ATCOLD[@]}" --dump q_heads="$W/q.npy"
-error_line "--dump" "'q_heads'" "query, key, value, scores, masked_scores, weights, output"
+error_line "--dump" "'q_heads'" "query, key, value, q_rotary, k_rotary, scores, masked_scores, weights, output"
 usage_error "$A" "${BLOEM[@]}" --dump weights
 error_line "--dump" "STAGE=FILE"
 usage_error "$A" "${BLOEM[@]}" --dump =x.npy

@@ -364,7 +364,7 @@ TEST_CASE("head counts that make no sense are usage errors") {
     CHECK_THROWS_WITH_AS(attntrace::random_mha_params<float>(MhaDims{8, 3, 8, 8, 8, true}, HeadSizes{1, 1, 8}, true, 0),
                          "kv heads: 8 query heads cannot share 3 kv heads (8 % 3 != 0)", UsageError);
     CHECK_THROWS_WITH_AS(attntrace::random_mha_params<float>(MhaDims{2, 2, 8, 8, 8, true}, HeadSizes{0, 4, 8}, true, 0),
-                         "--head-dim: must be at least 1 (got 0)", UsageError);
+                         "head dim: must be at least 1 (got 0)", UsageError);
 }
 
 TEST_CASE("sources that are not parameter files are InputErrors naming them") {

@@ -208,3 +208,37 @@ TEST_CASE("PyTorch reads what safetensors_bytes writes as the same tensors") {
                        "sys.exit(0 if sorted(t) == names and t['c/scalar'].item() == -7.125 else 1)\n");
     CHECK(run_python({script, ATTNTRACE_FIXTURES, odd_file}) == 0);
 }
+
+TEST_CASE("8-bit floats decode every code as the format defines it, header padded with leading spaces") {
+    // tests/fixtures/make_fp8_fixtures.py: codes 0..255 of each dtype, values from the definitions
+    const fs::path dir = fs::path(ATTNTRACE_FIXTURES) / "fp8";
+    const auto tensors = attntrace::load_safetensors<double>((dir / "float8.safetensors").string());
+    for (const char* name : {"F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ"}) {
+        const Array<double> expected = attntrace::load_tensor<double>((dir / (std::string(name) + ".npy")).string()).array;
+        REQUIRE(tensors.count(name));
+        const Array<double>& got = tensors.at(name);
+        REQUIRE(got.size() == 256);
+        std::size_t mismatches = 0;
+        for (std::size_t c = 0; c < 256; ++c) {
+            const bool same = std::isnan(expected(c)) ? std::isnan(got(c)) : got(c) == expected(c);
+            if (!same) MESSAGE(name << " code " << c << ": got " << got(c) << ", expected " << expected(c));
+            mismatches += !same;
+        }
+        CHECK_MESSAGE(mismatches == 0, name);
+    }
+}
+
+TEST_CASE("index_safetensors reads the header only; read_safetensors_tensor converts one tensor") {
+    const auto bytes = attntrace::safetensors_bytes(sample_tensors<double>());
+    const auto index = attntrace::index_safetensors(bytes, "mem.safetensors");
+    REQUIRE(index.tensors.size() == 4);
+    const auto& w = index.tensors.at("b.weight");
+    CHECK(w.dtype == "F64");
+    CHECK(w.shape == Shape{2, 3});
+    CHECK(w.nbytes == 48);
+    const Array<float> got = attntrace::read_safetensors_tensor<float>(bytes, index, "b.weight");
+    const Array<float> expected = xt::cast<float>(sample_tensors<double>()["b.weight"]);
+    check_equal(got, expected, "b.weight");
+    CHECK_THROWS_WITH_AS(attntrace::read_safetensors_tensor<float>(bytes, index, "nope"),
+                         "mem.safetensors: no tensor 'nope'", InputError);
+}

@@ -24,6 +24,7 @@
 #include "attntrace/observer.hpp"
 #include "attntrace/params.hpp"
 #include "attntrace/pooled.hpp"
+#include "attntrace/positions.hpp"
 #include "attntrace/tensor.hpp"
 
 namespace attntrace {
@@ -71,14 +72,20 @@ struct AttentionResult {
 
 // Q (..., Lq, E), K (..., Lk, E), V (..., Lk, Ev), equal leading dims.
 template <class T>
+// POSITIONS (optional): rotary on Q and K (stages q_rotary, k_rotary; each of Q's leading
+// indices is one head of E dims), ALiBi (slopes over Q's dim -3), causal alignment and window.
 AttentionResult<T> sdpa(const Array<T>& q, const Array<T>& k, const Array<T>& v, const Masks<T>& masks,
-                        const AttentionOptions& options, Observer<T>* observer = nullptr);
+                        const AttentionOptions& options, Observer<T>* observer = nullptr,
+                        const PositionStages<T>* positions = nullptr);
 
 // torch.nn.MultiheadAttention(batch_first=True) semantics. QUERY (B, Lq, Eq) or (Lq, Eq);
-// KEY (B, Lk, Ek), VALUE (B, Lk, Ev), with the same rank as QUERY.
+// KEY (B, Lk, Ek), VALUE (B, Lk, Ev), with the same rank as QUERY. POSITIONS (optional): a model
+// layer's stages around the core: normed (the query input's norm, also used as key / value when
+// they are the query), q_rotary / k_rotary after the split into heads, ALiBi and window masks.
 template <class T>
 AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T>& value,
                        const MhaParams<T>& params, const MhaConfig& config, const Masks<T>& masks,
-                       const AttentionOptions& options, Observer<T>* observer = nullptr);
+                       const AttentionOptions& options, Observer<T>* observer = nullptr,
+                       const PositionStages<T>* positions = nullptr);
 
 }  // namespace attntrace

@@ -29,6 +29,10 @@ public:
     ~FileBytes();
 
     std::string_view bytes() const { return {data_, size_}; }
+
+    // Drops the pages of bytes [OFFSET, OFFSET + LENGTH) from memory when the file is mapped (they
+    // are read again from the file if touched): a tensor converted once need not stay resident.
+    void release(std::size_t offset, std::size_t length) const;
     const std::string& name() const { return name_; }
 
 private:

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "attntrace/positions.hpp"
 #include "attntrace/tensor.hpp"
 
 namespace attntrace {
@@ -47,8 +48,16 @@ struct MaskPlan {
     bool valid_lens_per_query = false;
     std::size_t lq = 0, lk = 0;
     std::string description;          // "causal & bool mask m.npy", "" with no mask: for the trace
+    KeyVisibility visibility;         // causal alignment and window; when set it decides over `causal`
+    const double* alibi = nullptr;    // (alibi_heads) ALiBi slopes: + slope_h * j, h = n % alibi_heads
+    std::size_t alibi_heads = 1;
 
-    bool any() const { return causal || attn || key_padding || valid_lens; }
+    bool any() const { return causal || visibility.any() || alibi || attn || key_padding || valid_lens; }
+
+    // The first key row I may see (a sliding window starts later).
+    std::size_t key_begin(std::size_t i) const {
+        return visibility.any() ? visible_keys(visibility, i, lq, lk).begin : 0;
+    }
 
     // The offset of row (n, i) in the attention mask.
     std::size_t attn_offset(std::size_t n, std::size_t i) const {
@@ -64,7 +73,11 @@ struct MaskPlan {
     // are masked for that row).
     std::size_t key_end(std::size_t n, std::size_t i) const {
         std::size_t end = lk;
-        if (causal) end = std::min(end, i + 1);
+        if (visibility.any()) {
+            end = visible_keys(visibility, i, lq, lk).end;
+        } else if (causal) {
+            end = std::min(end, i + 1);
+        }
         if (valid_lens) {
             const std::size_t b = n / heads_per_batch;
             const T len = valid_lens_per_query ? valid_lens[b * lq + i] : valid_lens[b];
@@ -79,7 +92,13 @@ struct MaskPlan {
     void apply(T* row, std::size_t n, std::size_t i, std::size_t j0, std::size_t j1) const {
         const T minus_inf = -std::numeric_limits<T>::infinity();
         const std::size_t end = std::clamp(key_end(n, i), j0, j1);
+        const std::size_t begin = std::clamp(key_begin(i), j0, end);
+        for (std::size_t j = j0; j < begin; ++j) row[j - j0] = minus_inf;
         for (std::size_t j = end; j < j1; ++j) row[j - j0] = minus_inf;
+        if (alibi) {
+            const double slope = alibi[n % alibi_heads];
+            for (std::size_t j = begin; j < end; ++j) row[j - j0] += static_cast<T>(slope * static_cast<double>(j));
+        }
         if (key_padding) {
             const T* pad = key_padding + (n / heads_per_batch) * lk;
             for (std::size_t j = j0; j < end; ++j)

@@ -19,6 +19,26 @@ std::map<std::string, Array<T>> parse_safetensors(std::string_view bytes, const 
 template <class T>
 std::map<std::string, Array<T>> load_safetensors(const std::string& path);
 
+// The validated header of a .safetensors file, to read some tensors and leave the rest of a
+// (memory-mapped) file untouched.
+struct SafetensorsIndex {
+    struct Tensor {
+        std::string dtype;          // as the header spells it: "BF16"
+        Shape shape;
+        std::size_t offset = 0;     // of its first byte, from the start of the file
+        std::size_t nbytes = 0;
+    };
+    std::string file;                       // for messages
+    std::map<std::string, Tensor> tensors;  // by name
+};
+
+// Validates BYTES' header as parse_safetensors does, reading no tensor data (InputError).
+SafetensorsIndex index_safetensors(std::string_view bytes, const std::string& name);
+
+// One tensor of BYTES (the file INDEX came from) converted to T; InputError when absent.
+template <class T>
+Array<T> read_safetensors_tensor(std::string_view bytes, const SafetensorsIndex& index, const std::string& tensor);
+
 // The bytes of a .safetensors file holding TENSORS (dtype F32 for float, F64 for double),
 // in name order.
 template <class T>

@@ -14,6 +14,7 @@
 
 #include "attntrace/attention.hpp"
 #include "attntrace/observer.hpp"
+#include "attntrace/params.hpp"
 #include "attntrace/tensor.hpp"
 
 namespace attntrace {
@@ -81,5 +82,13 @@ template <class T>
 void report_merged(const Reporter<T>& rep, Array<T>& merged, bool keep_values);
 template <class T>
 void report_sdpa_output(const Reporter<T>& rep, Array<T>& output);
+
+// The first line of the text trace, the run in one sentence. mha: "mha: 2 heads sharing 1 kv
+// heads, head dim 3, value head dim 3, scale 0.4082483, params p.safetensors (torch), ignored: x,
+// 0 empty rows"; sdpa: "sdpa: scale 0.125, 0 empty rows".
+template <class T>
+std::string mha_header(const AttentionResult<T>& result, const MhaParams<T>& params, const MhaConfig& config);
+template <class T>
+std::string sdpa_header(const AttentionResult<T>& result);
 
 }  // namespace attntrace
