@@ -61,7 +61,7 @@ TEST_CASE("the text trace: header, one aligned line per stage, what was written,
     Run run;
     REQUIRE(run.result.empty_rows == 1);
     const auto lines = lines_of(render_text_trace(run.context, run.recorder.stages(), run.result.row_stats, TextStyle{}));
-    REQUIRE(lines.size() == 1 + 7 + 1 + 2);
+    REQUIRE(lines.size() == 1 + 7 + 1 + 2 + 2);
     CHECK(lines[0] == "sdpa: header line");
     // names padded to the longest ("masked_scores"), shapes to the longest, then the note
     CHECK(lines[1] == "query          (1, 3, 2)  q.npy");
@@ -74,6 +74,9 @@ TEST_CASE("the text trace: header, one aligned line per stage, what was written,
     CHECK(lines[9] == "head statistics: mean entropy of the weight rows (nats); per query, the key with the most weight");
     // query 0: empty ("none", counted); query 1: key 1 with weight 1.00; query 2: NaN (not empty)
     CHECK(lines[10] == "head 0  entropy nan  empty rows 1  q0->none q1->k1 1.00 q2->nan");
+    // then the head detectors (test_pictures.cpp checks their values against numpy)
+    CHECK(lines[11].starts_with("head detectors: means over batch and query rows of w[i, i-1], w[i, i], w[i, 0]"));
+    CHECK(lines[12].starts_with("head 0  previous_token "));
 }
 
 TEST_CASE("the text trace on a terminal: Unicode notes and arrows, bold and dim, values under stages") {
