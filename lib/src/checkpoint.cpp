@@ -139,11 +139,17 @@ void read_llama_like(const ConfigReader& r, LayerConfig& c) {
     c.o_bias = c.model_type != "qwen2" && bias;
 }
 
-void read_gpt_neox(const ConfigReader& r, LayerConfig& c) {
-    c.hidden = r.count("hidden_size");
-    c.heads = c.kv_heads = r.count("num_attention_heads");
-    c.layers = r.count("num_hidden_layers");
+// hidden (E), heads (H, each its own kv head), layers and head dim P = E / H under the config's
+// keys HIDDEN, HEADS and LAYERS.
+void read_mha_sizes(const ConfigReader& r, LayerConfig& c, const char* hidden, const char* heads, const char* layers) {
+    c.hidden = r.count(hidden);
+    c.heads = c.kv_heads = r.count(heads);
+    c.layers = r.count(layers);
     c.head_dim = c.hidden / c.heads;
+}
+
+void read_gpt_neox(const ConfigReader& r, LayerConfig& c) {
+    read_mha_sizes(r, c, "hidden_size", "num_attention_heads", "num_hidden_layers");
     c.norm = NormKind::layer_norm;
     c.norm_eps = r.number("layer_norm_eps", 1e-5);
     c.causal = true;
@@ -159,10 +165,7 @@ void read_gpt_neox(const ConfigReader& r, LayerConfig& c) {
 void read_family(const ConfigReader& r, LayerConfig& c) {
     switch (c.family) {
     case Family::gpt2:
-        c.hidden = r.count("n_embd");
-        c.heads = c.kv_heads = r.count("n_head");
-        c.layers = r.count("n_layer");
-        c.head_dim = c.hidden / c.heads;
+        read_mha_sizes(r, c, "n_embd", "n_head", "n_layer");
         c.norm = NormKind::layer_norm;
         c.norm_eps = r.number("layer_norm_epsilon", 1e-5);
         c.causal = true;
@@ -170,10 +173,7 @@ void read_family(const ConfigReader& r, LayerConfig& c) {
         if (r.flag("scale_attn_by_inverse_layer_idx", false)) c.scale /= static_cast<double>(c.layer + 1);
         return;
     case Family::bert: {
-        c.hidden = r.count("hidden_size");
-        c.heads = c.kv_heads = r.count("num_attention_heads");
-        c.layers = r.count("num_hidden_layers");
-        c.head_dim = c.hidden / c.heads;
+        read_mha_sizes(r, c, "hidden_size", "num_attention_heads", "num_hidden_layers");
         const json* pos = r.find("position_embedding_type");
         if (pos && *pos != "absolute") fail(r.source, "position_embedding_type " + pos->dump() + " is not supported (absolute)");
         return;

@@ -5,6 +5,7 @@
 #include "attention_stages.hpp"
 #include "position_stages.hpp"
 #include "attntrace/errors.hpp"
+#include "attntrace/params_check.hpp"
 #include "attntrace/threads.hpp"
 
 namespace attntrace {

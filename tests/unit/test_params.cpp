@@ -12,6 +12,7 @@
 
 #include "attntrace/errors.hpp"
 #include "attntrace/params.hpp"
+#include "attntrace/params_check.hpp"
 #include "attntrace/random.hpp"
 #include "attntrace/safetensors.hpp"
 #include "attntrace/tensor_io.hpp"

@@ -1,7 +1,8 @@
 #pragma once
 // Multi-head attention parameters: where they come from (a .safetensors file, a JSON object of
 // name -> nested arrays, a directory of NAME.npy files, or a seeded random init) and which naming
-// scheme they follow.
+// scheme they follow. The jobs live in params_files.hpp (reading a file into name -> tensor),
+// param_names.hpp (the naming schemes) and params_check.hpp (the shape checks).
 //
 // Legend: B batch, Lq/Lk query/key lengths, Eq/Ek/Ev query/key/value input dims, H heads,
 // G kv heads, P head dim, Pv value head dim, PO output dim.
@@ -61,8 +62,9 @@ struct HeadSizes {
 
 // Loads parameters from PATH (.safetensors, .json, or a directory of NAME.npy), keeping only the
 // names that start with PREFIX (stripped), resolves the naming scheme and checks every shape
-// against DIMS. Errors are InputError / ShapeError naming the tensor, its shape and the expected
-// shape: "W_k.weight: shape (6, 5) but expected (6, 7) (G*P, Ek) with G=2, P=3, Ek=7".
+// against DIMS (read_param_tensors, map_param_names, check_mha_params). Errors are InputError /
+// ShapeError naming the tensor, its shape and the expected shape:
+// "W_k.weight: shape (6, 5) but expected (6, 7) (G*P, Ek) with G=2, P=3, Ek=7".
 template <class T>
 MhaParams<T> load_mha_params(const std::string& path, const std::string& prefix, const MhaDims& dims);
 
@@ -72,15 +74,6 @@ MhaParams<T> load_mha_params(const std::string& path, const std::string& prefix,
 template <class T>
 MhaParams<T> random_mha_params(const MhaDims& dims, const HeadSizes& sizes, bool bias,
                                std::uint64_t seed);
-
-// Throws UsageError unless H >= 1, G >= 1 and G divides H ("kv heads: 8 query heads cannot share
-// 3 kv heads (8 % 3 != 0)"); the messages name the parameters, the app adds its flags' names.
-void check_head_counts(const MhaDims& dims);
-
-// Checks the head counts and every shape against DIMS and returns the head sizes (throws
-// UsageError / ShapeError).
-template <class T>
-HeadSizes check_mha_params(const MhaParams<T>& params, const MhaDims& dims);
 
 // The parameters under PyTorch's names (q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias,
 // out_proj.weight, out_proj.bias), for --save-params. in_proj_bias is written when any bias is
