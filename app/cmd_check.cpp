@@ -8,6 +8,7 @@
 #include "attntrace/errors.hpp"
 #include "attntrace/tensor_io.hpp"
 #include "commands.hpp"
+#include "flag_parsing.hpp"
 
 namespace {
 
@@ -46,7 +47,8 @@ attntrace::CheckProblem check_problem(const CheckFlags& f) {
 }
 
 void run_check(const CheckFlags& f) {
-    const auto report = attntrace::check_implementation(check_problem(f), f.dir, f.tol);
+    const FlagNames flags{{"rtol", "--rtol"}, {"atol", "--atol"}};
+    const auto report = naming_flags(flags, [&] { return attntrace::check_implementation(check_problem(f), f.dir, f.tol); });
     if (f.format == "json") {
         std::cout << attntrace::check_json(report).dump() << '\n' << std::flush;
     } else {

@@ -20,7 +20,8 @@ struct CompareOptions {
 void run_compare(const CompareOptions& opt) {
     const auto a = attntrace::load_tensor<double>(opt.a);
     const auto b = attntrace::load_tensor<double>(opt.b);
-    const auto result = attntrace::compare_tensors(a.array, b.array, opt.tol);
+    const FlagNames flags{{"rtol", "--rtol"}, {"atol", "--atol"}};
+    const auto result = naming_flags(flags, [&] { return attntrace::compare_tensors(a.array, b.array, opt.tol); });
     std::cout << attntrace::compare_report(result, opt.tol, opt.a, opt.b) << std::flush;
     if (!result.close) throw CLI::RuntimeError(attntrace::exit_differs);
 }

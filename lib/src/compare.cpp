@@ -10,9 +10,9 @@ namespace attntrace {
 
 namespace {
 
-void check_tolerance(const char* flag, double value) {
+void check_tolerance(const char* name, double value) {
     if (!(value >= 0)) {  // also rejects NaN
-        throw UsageError(std::string(flag) + ": must be a non-negative number, got " +
+        throw UsageError(std::string(name) + ": must be a non-negative number, got " +
                          short_number(value));
     }
 }
@@ -59,8 +59,8 @@ std::string index_string(const Shape& index) {
 }
 
 CompareResult compare_tensors(const Array<double>& a, const Array<double>& b, Tolerance tol) {
-    check_tolerance("--rtol", tol.rtol);
-    check_tolerance("--atol", tol.atol);
+    check_tolerance("rtol", tol.rtol);
+    check_tolerance("atol", tol.atol);
     CompareResult r;
     r.shape_a.assign(a.shape().begin(), a.shape().end());
     r.shape_b.assign(b.shape().begin(), b.shape().end());

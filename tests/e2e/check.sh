@@ -44,6 +44,9 @@ done
 
 # The JSON document: exactly these keys; numbers where a stage was compared, its position as indices.
 bloem=(-q data/bloem/x.npy --heads 2 --params data/bloem/params.safetensors)
+# a bad tolerance is a usage error naming the flag (the library names the parameter)
+usage_error "$A" check "$CASES/correct_bloem_f32/stages" "${bloem[@]}" --atol nan
+error_line "--atol: must be a non-negative number, got nan"
 run 1 "$A" check "$CASES/bloem_wrong_scale/stages" "${bloem[@]}" --format json
 [ "$(jq -c 'keys' "$W/out")" = '["diagnosis","first_divergence","stages"]' ] || fail "top-level keys"
 [ "$(jq -c '[.stages[] | keys] | unique' "$W/out")" = '[["max_abs","max_rel","name","status","where"]]' ] ||

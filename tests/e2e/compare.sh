@@ -72,6 +72,9 @@ grep -q "(rtol 0, atol 0.01)" "$W/out" || fail "the report does not state the to
 run 0 "$A" compare "$W/one.npy" "$W/two.npy" --rtol 0.6 --atol 0   # |1-2| <= 0.6*2
 run 1 "$A" compare "$W/two.npy" "$W/one.npy" --rtol 0.6 --atol 0   # |2-1| >  0.6*1
 run 1 "$A" compare "$W/close.npy" "$W/b.npy" --rtol 0 --atol 0
+# a bad tolerance is a usage error naming the flag (the library names the parameter)
+usage_error "$A" compare "$W/close.npy" "$W/b.npy" --rtol -1
+error_line "--rtol: must be a non-negative number, got -1"
 
 # NaN is never close, even against itself
 run 1 "$A" compare "$W/nan.npy" "$W/b.npy"

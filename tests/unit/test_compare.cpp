@@ -38,9 +38,9 @@ TEST_CASE("compare agrees with numpy.allclose, isclose counts and argmax positio
 TEST_CASE("negative or NaN tolerances are usage errors naming the flag") {
     const Array<double> a = {1.0};
     CHECK_THROWS_WITH_AS(attntrace::compare_tensors(a, a, {-1.0, 0.0}),
-                         "--rtol: must be a non-negative number, got -1", attntrace::UsageError);
+                         "rtol: must be a non-negative number, got -1", attntrace::UsageError);
     CHECK_THROWS_WITH_AS(attntrace::compare_tensors(a, a, {0.0, std::nan("")}),
-                         "--atol: must be a non-negative number, got nan", attntrace::UsageError);
+                         "atol: must be a non-negative number, got nan", attntrace::UsageError);
 }
 
 TEST_CASE("unravel_index is row-major") {

@@ -38,7 +38,8 @@ struct CompareResult {
     double a_at_max_rel = 0, b_at_max_rel = 0;  // the values at max_rel_index
 };
 
-// Throws UsageError when a tolerance is negative or NaN ("--rtol: must be ... , got -1").
+// Throws UsageError when a tolerance is negative or NaN ("rtol: must be ... , got -1"; the app
+// adds its flag's name).
 CompareResult compare_tensors(const Array<double>& a, const Array<double>& b, Tolerance tol);
 
 // The multi-index of the FLAT-th element of a row-major SHAPE tensor.
