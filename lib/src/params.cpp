@@ -190,11 +190,8 @@ void require_rank(const std::string& source, const std::string& label, const Arr
 
 template <class T>
 void resolve_torch(Names<T>& names, MhaParams<T>& p, const MhaDims& dims) {
-    for (const char* unsupported : {"bias_k", "bias_v"}) {
-        if (names.has(unsupported)) {
-            fail(p.source, std::string(unsupported) + ": add_bias_kv=True (a learned extra key and value) is not supported");
-        }
-    }
+    p.bias_k = names.take("bias_k");  // add_bias_kv=True; shapes checked by check_bias_kv (mha.cpp)
+    p.bias_v = names.take("bias_v");
     if (std::optional<Array<T>> w = names.take("in_proj_weight")) {
         require_rank(p.source, "in_proj_weight", *w, 2, "(3E, E)");
         const std::size_t r = w->shape()[0];
@@ -583,6 +580,8 @@ std::map<std::string, Array<T>> torch_state_dict(const MhaParams<T>& p) {
         out["out_proj.weight"] = *p.w_o;
         if (any_bias) out["out_proj.bias"] = p.b_o ? *p.b_o : zeros<T>(p.w_o->shape()[0]);
     }
+    if (p.bias_k) out["bias_k"] = *p.bias_k;  // add_bias_kv=True
+    if (p.bias_v) out["bias_v"] = *p.bias_v;
     return out;
 }
 
