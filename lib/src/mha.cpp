@@ -1,5 +1,7 @@
 // mha: torch.nn.MultiheadAttention(batch_first=True), as a sequence of named stages.
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <tuple>
 
 #include "attention_stages.hpp"
@@ -129,7 +131,8 @@ void extend_kv(Projected<T>& pr, const MhaParams<T>& params, const MhaShape& s, 
         std::unique_ptr<T[], FreeBuffer> out = rows_buffer<T>(s.b * s.lk * n);
         for (std::size_t bi = 0; bi < s.b; ++bi) {
             T* dst = out.get() + bi * s.lk * n;
-            for (std::size_t j = 0; j < s.lk_in; ++j, dst += n) std::copy_n(src + (bi * s.lk_in + j) * ld, n, dst);
+            for (std::size_t j = 0; j < s.lk_in; ++j, dst += n)
+                std::copy_n(src + (bi * s.lk_in + j) * ld, n, dst);
             if (bias) dst = std::copy_n(bias->data(), n, dst);
             if (zero_row) std::fill_n(dst, n, T(0));
         }
@@ -168,7 +171,8 @@ Projected<T> project(const Array<T>& query, const Array<T>& key, const Array<T>&
     }
     const bool zero_row = s.lk - s.lk_in > (params.bias_k ? 1 : 0);
     if (s.lk != s.lk_in) extend_kv(pr, params, s, zero_row);
-    const char* k_rows = params.bias_k ? (zero_row ? " + bias_k row + zero row" : " + bias_k row") : (zero_row ? " + zero row" : "");
+    const char* k_rows = params.bias_k ? (zero_row ? " + bias_k row + zero row" : " + bias_k row")
+                                       : (zero_row ? " + zero row" : "");
     const char* v_rows = params.bias_v ? (zero_row ? " + bias_v row + zero row" : " + bias_v row") : k_rows;
     report_projection(rep, {"q", "query", "q", params.w_q, params.b_q, pr.fused, ""}, pr.q, s.b, s.lq, nq, pr.ldq);
     report_projection(rep, {"k", "key", "k", params.w_k, params.b_k, pr.fused, k_rows}, pr.k, s.b, s.lk, nk, pr.ldk);
