@@ -368,6 +368,9 @@ namespace {
 
 template <class T>
 attntrace::MhaParams<T> resolve_params(const MhaFlags& f, const attntrace::MhaDims& dims) {
+    if (!f.params.empty() && f.add_bias_kv)
+        throw attntrace::UsageError("--add-bias-kv: only for the random init; with --params, bias_k and bias_v come "
+                                    "from the file");
     if (!f.params.empty()) return attntrace::load_mha_params<T>(f.params, f.prefix, dims);
     const std::size_t h = dims.heads;
     attntrace::HeadSizes sizes;
@@ -378,7 +381,9 @@ attntrace::MhaParams<T> resolve_params(const MhaFlags& f, const attntrace::MhaDi
     sizes.head_dim = f.head_dim ? f.head_dim : dims.query_dim / h;
     sizes.value_head_dim = f.value_head_dim ? f.value_head_dim : sizes.head_dim;
     sizes.out_dim = f.out_dim ? f.out_dim : dims.query_dim;
-    return attntrace::random_mha_params<T>(dims, sizes, f.bias, parse_seed(f.seed));
+    attntrace::MhaParams<T> params = attntrace::random_mha_params<T>(dims, sizes, f.bias, parse_seed(f.seed));
+    if (f.add_bias_kv) attntrace::add_random_bias_kv(params, parse_seed(f.seed));
+    return params;
 }
 
 // --key-padding-mask and --valid-lens ("3,2" or a file).

@@ -135,6 +135,8 @@ struct MhaFlags {
     std::string model_dir;             // mha --model DIR: a Hugging Face checkpoint folder
     std::optional<std::size_t> layer;  // mha --layer N
     bool normed = false;               // mha --normed: the input is already normed
+    bool add_bias_kv = false;          // mha --add-bias-kv: random init draws bias_k / bias_v
+    bool add_zero_attn = false;        // mha --add-zero-attn
 };
 
 // Adds -q/-k/-v and the model's flags (--heads ... --valid-lens) to CMD; mha and check share them.

@@ -29,6 +29,7 @@ void check_model_flags(const MhaFlags& f, const attntrace::LayerConfig& c) {
     const std::string config = f.model_dir + "/config.json";
     auto refuse = [&](const std::string& flag, const std::string& why) { throw attntrace::UsageError(flag + ": " + why); };
     if (!f.params.empty()) refuse("--params", "the weights come from --model");
+    if (f.add_bias_kv || f.add_zero_attn) refuse("--add-bias-kv/--add-zero-attn", "the layer comes from --model");
     if (!f.common.key.empty() || !f.common.value.empty()) refuse("-k/-v", "--model runs the layer's self-attention on -q");
     if (f.heads && f.heads != c.heads)
         refuse("--heads", std::to_string(f.heads) + " but " + config + " has " + std::to_string(c.heads));
@@ -137,7 +138,7 @@ void run_mha(const MhaFlags& f) {
 
     run.options.average_heads = f.average_heads;
     run.options.query_name = c.query, run.options.key_name = key_path, run.options.value_name = value_path;
-    const attntrace::MhaConfig config{heads, dims.kv_heads, !f.no_out_proj};
+    const attntrace::MhaConfig config{heads, dims.kv_heads, !f.no_out_proj, f.add_zero_attn};
     auto result = naming_flags(kMhaFlags, [&] {
         return attntrace::mha(query.array, key.array, value.array, params, config, masks, run.options, &run.recorder,
                               positions.any() ? &positions : nullptr);
@@ -163,6 +164,8 @@ void setup_mha(CLI::App& app) {
     cmd->add_flag("--normed", f->normed, "with --model: -q is already through the layer's pre-attention norm");
     cmd->add_option("--save-params", f->save_params, "write the parameters used as .safetensors (PyTorch names)")
         ->check(file_name());
+    cmd->add_flag("--add-bias-kv", f->add_bias_kv, "random init: torch's add_bias_kv (bias_k, bias_v xavier-normal)");
+    cmd->add_flag("--add-zero-attn", f->add_zero_attn, "torch's add_zero_attn: a zero key/value row (Lk + 1)");
     cmd->add_flag("--average-heads", f->average_heads, "--attn-weights averaged over heads (B, Lq, Lk)");
     add_attention_flags(*cmd, f->common);
     cmd->footer(R"(Parameter names are tried in this order: PyTorch's nn.MultiheadAttention state_dict

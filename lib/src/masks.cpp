@@ -2,6 +2,7 @@
 // strides over the scores.
 #include "attntrace/masks.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "attntrace/errors.hpp"
@@ -90,6 +91,20 @@ void plan_valid_lens(MaskPlan<T>& plan, const Masks<T>& masks, std::size_t b, st
     add_description(plan.description, "valid lens " + masks.valid_lens_name);
 }
 
+// A (..., N) -> (..., N + EXTRA) with zeros in the new columns.
+template <class T>
+Array<T> pad_last_axis(const Array<T>& a, std::size_t extra) {
+    Shape shape = shape_of(a);
+    if (shape.empty()) return a;  // a scalar: refused later by the mask's own shape check
+    const std::size_t n = shape.back(), rows = n == 0 ? 0 : a.size() / n;
+    shape.back() += extra;
+    Array<T> out = Array<T>::from_shape(shape);
+    out.fill(T(0));
+    for (std::size_t r = 0; r < rows; ++r)
+        std::copy(a.data() + r * n, a.data() + (r + 1) * n, out.data() + r * shape.back());
+    return out;
+}
+
 }  // namespace
 
 template <class T>
@@ -122,6 +137,16 @@ MaskPlan<T> plan_mha_masks(const Masks<T>& masks, std::size_t b, std::size_t h, 
     return plan;
 }
 
+template <class T>
+Masks<T> pad_key_columns(const Masks<T>& masks, std::size_t extra) {
+    Masks<T> out = masks;
+    if (out.attn_mask) out.attn_mask = pad_last_axis(*masks.attn_mask, extra);
+    if (out.key_padding_mask) out.key_padding_mask = pad_last_axis(*masks.key_padding_mask, extra);
+    return out;
+}
+
+template Masks<float> pad_key_columns(const Masks<float>&, std::size_t);
+template Masks<double> pad_key_columns(const Masks<double>&, std::size_t);
 template MaskPlan<float> plan_sdpa_masks(const Masks<float>&, const Shape&, std::size_t, std::size_t);
 template MaskPlan<double> plan_sdpa_masks(const Masks<double>&, const Shape&, std::size_t, std::size_t);
 template MaskPlan<float> plan_mha_masks(const Masks<float>&, std::size_t, std::size_t, std::size_t, std::size_t,

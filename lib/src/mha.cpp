@@ -1,5 +1,7 @@
 // mha: torch.nn.MultiheadAttention(batch_first=True), as a sequence of named stages.
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <tuple>
 
 #include "attention_stages.hpp"
@@ -17,6 +19,7 @@ struct MhaShape {
     Shape qs, ks, vs;    // (B, Lq, Eq), (B, Lk, Ek), (B, Lk, Ev)
     bool batched = true; // the input was 3-D
     std::size_t b = 0, lq = 0, lk = 0, eq = 0, h = 0, g = 0, p = 0, pv = 0;
+    std::size_t lk_in = 0;  // the key input's Lk; lk adds the bias_k / zero rows (add_bias_kv, add_zero_attn)
     HeadSizes sizes;     // P, Pv, PO
 
     Shape plane() const { return {b, h, lq, lk}; }  // (B, H, Lq, Lk)
@@ -25,6 +28,22 @@ struct MhaShape {
 Shape with_batch(Shape s, bool batched) {
     if (!batched) s.insert(s.begin(), 1);
     return s;
+}
+
+// torch's add_bias_kv: bias_k (1, 1, G*P) and bias_v (1, 1, G*Pv), both or neither. Returns the
+// key rows appended per batch: 1 for the bias row, 1 more with add_zero_attn.
+template <class T>
+std::size_t check_bias_kv(const MhaParams<T>& params, const MhaConfig& config, std::size_t g, const HeadSizes& sizes) {
+    if (params.bias_k.has_value() != params.bias_v.has_value())
+        throw InputError(params.source + ": " + (params.bias_k ? "bias_k without bias_v" : "bias_v without bias_k") +
+                         " (add_bias_kv=True has both)");
+    for (const auto& [name, a, width] : {std::tuple{"bias_k", &params.bias_k, g * sizes.head_dim},
+                                         std::tuple{"bias_v", &params.bias_v, g * sizes.value_head_dim}})
+        if (*a && shape_of(**a) != Shape{1, 1, width})
+            throw ShapeError(params.source + ": " + name + ": shape " + shape_string(shape_of(**a)) +
+                             " but expected " + shape_string(Shape{1, 1, width}) + " (1, 1, " +
+                             (name[5] == 'k' ? "G*P)" : "G*Pv)"));
+    return (params.bias_k ? 1 : 0) + (config.add_zero_attn ? 1 : 0);
 }
 
 template <class T>
@@ -51,8 +70,18 @@ MhaShape check_mha_inputs(const Array<T>& query, const Array<T>& key, const Arra
     if (vs[1] != ks[1]) throw mismatch(vn, "value", v0, "length", vs[1], "key", k0, ks[1]);
     const std::size_t g = config.kv_heads == 0 ? config.heads : config.kv_heads;
     const HeadSizes sizes = check_mha_params(params, MhaDims{config.heads, g, qs[2], ks[2], vs[2], config.out_proj});
-    return {qs, ks, vs, batched, qs[0], qs[1], ks[1], qs[2], config.heads, g, sizes.head_dim, sizes.value_head_dim,
-            sizes};
+    const std::size_t appended = check_bias_kv(params, config, g, sizes);
+    return {qs, ks, vs, batched, qs[0], qs[1], ks[1] + appended, qs[2], config.heads, g, sizes.head_dim,
+            sizes.value_head_dim, ks[1], sizes};
+}
+
+// The masks padded for the appended key rows; refuses what torch's module has no meaning for.
+template <class T>
+Masks<T> pad_appended_keys(const Masks<T>& masks, const MhaShape& s, const PositionStages<T>* positions) {
+    if (masks.causal || masks.valid_lens || positions)
+        throw UsageError("add_bias_kv / add_zero_attn: not supported with causal masks, valid lengths or positions "
+                         "(torch's nn.MultiheadAttention has none of them)");
+    return pad_key_columns(masks, s.lk - s.lk_in);
 }
 
 struct FreeBuffer {
@@ -93,6 +122,29 @@ std::pair<Array<T>, std::optional<Array<T>>> stacked_in_proj(const MhaParams<T>&
     return {std::move(w), std::move(bias)};
 }
 
+// extend_kv: torch's add_bias_kv / add_zero_attn after the projections: each batch's Lk_in rows of
+// k (B*Lk_in, G*P) and v (B*Lk_in, G*Pv) get bias_k / bias_v appended, then a zero row (a zero row
+// of every head), into new buffers k (B*Lk, G*P) and v (B*Lk, G*Pv).
+template <class T>
+void extend_kv(Projected<T>& pr, const MhaParams<T>& params, const MhaShape& s, bool zero_row) {
+    auto extend = [&](const T* src, std::size_t ld, std::size_t n, const std::optional<Array<T>>& bias,
+                      std::unique_ptr<T[], FreeBuffer>& buf) {
+        std::unique_ptr<T[], FreeBuffer> out = rows_buffer<T>(s.b * s.lk * n);
+        for (std::size_t bi = 0; bi < s.b; ++bi) {
+            T* dst = out.get() + bi * s.lk * n;
+            for (std::size_t j = 0; j < s.lk_in; ++j, dst += n)
+                std::copy_n(src + (bi * s.lk_in + j) * ld, n, dst);
+            if (bias) dst = std::copy_n(bias->data(), n, dst);
+            if (zero_row) std::fill_n(dst, n, T(0));
+        }
+        buf = std::move(out);
+        return buf.get();
+    };
+    pr.k = extend(pr.k, pr.ldk, s.g * s.p, params.bias_k, pr.k_buf);
+    pr.v = extend(pr.v, pr.ldv, s.g * s.pv, params.bias_v, pr.v_buf);
+    pr.ldk = s.g * s.p, pr.ldv = s.g * s.pv;
+}
+
 // project: query·W_qᵀ + b_q, key·W_kᵀ + b_k, value·W_vᵀ + b_v. Self-attention on one input runs a
 // single GEMM against the stacked weights, as PyTorch's in_proj does.
 template <class T>
@@ -110,17 +162,22 @@ Projected<T> project(const Array<T>& query, const Array<T>& key, const Array<T>&
         pr.q = pr.qkv.get(), pr.k = pr.q + nq, pr.v = pr.q + nq + nk;
         pr.ldq = pr.ldk = pr.ldv = nq + nk + nv;
     } else {
-        pr.q_buf = rows_buffer<T>(s.b * s.lq * nq), pr.k_buf = rows_buffer<T>(s.b * s.lk * nk);
-        pr.v_buf = rows_buffer<T>(s.b * s.lk * nv);
+        pr.q_buf = rows_buffer<T>(s.b * s.lq * nq), pr.k_buf = rows_buffer<T>(s.b * s.lk_in * nk);
+        pr.v_buf = rows_buffer<T>(s.b * s.lk_in * nv);
         stages::project_rows(query.data(), s.b * s.lq, params.w_q, params.b_q, pr.q_buf.get(), nq, threads);
-        stages::project_rows(key.data(), s.b * s.lk, params.w_k, params.b_k, pr.k_buf.get(), nk, threads);
-        stages::project_rows(value.data(), s.b * s.lk, params.w_v, params.b_v, pr.v_buf.get(), nv, threads);
+        stages::project_rows(key.data(), s.b * s.lk_in, params.w_k, params.b_k, pr.k_buf.get(), nk, threads);
+        stages::project_rows(value.data(), s.b * s.lk_in, params.w_v, params.b_v, pr.v_buf.get(), nv, threads);
         pr.q = pr.q_buf.get(), pr.k = pr.k_buf.get(), pr.v = pr.v_buf.get();
         pr.ldq = nq, pr.ldk = nk, pr.ldv = nv;
     }
-    report_projection(rep, {"q", "query", "q", params.w_q, params.b_q, pr.fused}, pr.q, s.b, s.lq, nq, pr.ldq);
-    report_projection(rep, {"k", "key", "k", params.w_k, params.b_k, pr.fused}, pr.k, s.b, s.lk, nk, pr.ldk);
-    report_projection(rep, {"v", "value", "v", params.w_v, params.b_v, pr.fused}, pr.v, s.b, s.lk, nv, pr.ldv);
+    const bool zero_row = s.lk - s.lk_in > (params.bias_k ? 1 : 0);
+    if (s.lk != s.lk_in) extend_kv(pr, params, s, zero_row);
+    const char* k_rows = params.bias_k ? (zero_row ? " + bias_k row + zero row" : " + bias_k row")
+                                       : (zero_row ? " + zero row" : "");
+    const char* v_rows = params.bias_v ? (zero_row ? " + bias_v row + zero row" : " + bias_v row") : k_rows;
+    report_projection(rep, {"q", "query", "q", params.w_q, params.b_q, pr.fused, ""}, pr.q, s.b, s.lq, nq, pr.ldq);
+    report_projection(rep, {"k", "key", "k", params.w_k, params.b_k, pr.fused, k_rows}, pr.k, s.b, s.lk, nk, pr.ldk);
+    report_projection(rep, {"v", "value", "v", params.w_v, params.b_v, pr.fused, v_rows}, pr.v, s.b, s.lk, nv, pr.ldv);
     return pr;
 }
 
@@ -206,7 +263,10 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
                        const MhaParams<T>& params, const MhaConfig& config, const Masks<T>& masks,
                        const AttentionOptions& options, Observer<T>* observer, const PositionStages<T>* positions) {
     const MhaShape s = check_mha_inputs(query, key, value, params, config, options);
-    MaskPlan<T> plan = plan_mha_masks(masks, s.b, s.h, s.lq, s.lk, s.batched);
+    // add_bias_kv / add_zero_attn: the masks get one allowed column per appended key row
+    const std::optional<Masks<T>> padded =
+        s.lk == s.lk_in ? std::nullopt : std::optional(pad_appended_keys(masks, s, positions));
+    MaskPlan<T> plan = plan_mha_masks(padded ? *padded : masks, s.b, s.h, s.lq, s.lk, s.batched);
     const SingleThreadedBlas blas;
     const std::size_t threads = thread_count(options.threads);
     const Reporter<T> rep{observer, s.batched};

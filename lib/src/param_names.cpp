@@ -106,11 +106,8 @@ void require_rank(const std::string& source, const std::string& label, const Arr
 
 template <class T>
 void resolve_torch(Names<T>& names, MhaParams<T>& p, const MhaDims& dims) {
-    for (const char* unsupported : {"bias_k", "bias_v"}) {
-        if (names.has(unsupported)) {
-            fail(p.source, std::string(unsupported) + ": add_bias_kv=True (a learned extra key and value) is not supported");
-        }
-    }
+    p.bias_k = names.take("bias_k");  // add_bias_kv=True; shapes checked by check_bias_kv (mha.cpp)
+    p.bias_v = names.take("bias_v");
     if (std::optional<Array<T>> w = names.take("in_proj_weight")) {
         require_rank(p.source, "in_proj_weight", *w, 2, "(3E, E)");
         const std::size_t r = w->shape()[0];

@@ -105,6 +105,8 @@ std::map<std::string, Array<T>> torch_state_dict(const MhaParams<T>& p) {
         out["out_proj.weight"] = *p.w_o;
         if (any_bias) out["out_proj.bias"] = p.b_o ? *p.b_o : zeros<T>(p.w_o->shape()[0]);
     }
+    if (p.bias_k) out["bias_k"] = *p.bias_k;  // add_bias_kv=True
+    if (p.bias_v) out["bias_v"] = *p.bias_v;
     return out;
 }
 

@@ -37,10 +37,11 @@ Array<T> gather_heads(const T* y, std::size_t b, std::size_t h, std::size_t l, s
 
 // "query @ W_q^T + b_q   W_q (6, 6)": what a projection computed, with its weight's shape.
 template <class T>
-std::string projection_note(const char* input, const char* which, const Array<T>& w, const std::optional<Array<T>>& b) {
+std::string projection_note(const char* input, const char* which, const Array<T>& w, const std::optional<Array<T>>& b,
+                            const char* appended = "") {
     std::string note = std::string(input) + " @ W_" + which + "^T";
     if (b) note += std::string(" + b_") + which;
-    return note + "   W_" + which + " " + shape_string(w.shape());
+    return note + appended + "   W_" + which + " " + shape_string(w.shape());
 }
 
 template <class T>
@@ -91,7 +92,7 @@ void report_projection(const Reporter<T>& rep, const ProjectionReport<T>& p, con
                        std::size_t l, std::size_t d, std::size_t ld) {
     std::optional<Array<T>> vals;
     if (rep.wants(p.name)) vals = gather_rows(y, b, l, d, ld);
-    rep.report(p.name, {b, l, d}, projection_note(p.input, p.which, p.w, p.bias), projection_attributes(p),
+    rep.report(p.name, {b, l, d}, projection_note(p.input, p.which, p.w, p.bias, p.appended), projection_attributes(p),
                vals ? &*vals : nullptr);
 }
 
@@ -101,7 +102,7 @@ void report_output(const Reporter<T>& rep, Array<T>& output, const Array<T>* w_o
     const Shape shape(output.shape().begin(), output.shape().end());
     if (w_o)
         rep.report("output", shape, projection_note("merged", "o", *w_o, b_o),
-                   projection_attributes(ProjectionReport<T>{"output", "merged", "o", *w_o, b_o, fused}), &output);
+                   projection_attributes(ProjectionReport<T>{"output", "merged", "o", *w_o, b_o, fused, ""}), &output);
     else
         rep.report("output", shape, "merged (no output projection)", {}, &output);
 }

@@ -2,7 +2,8 @@
 # attntrace mha / sdpa against the goldens recorded from PyTorch and the numpy reference
 # (tests/goldens/make_mha_goldens.py, tests/goldens/make_gqa_goldens.py):
 #   - every case of tests/goldens/{mha,gqa}/cases.json: output and per-head weights, then again with
-#     --average-heads --trace none for PyTorch's averaged weights, a run that must print nothing;
+#     --average-heads --trace none for PyTorch's averaged weights, a run that must print nothing
+#     (a case whose "weights" is null runs without --attn-weights and checks the output only);
 #   - every bad input of tests/goldens/mha/bad_cases.json: the exit code, one stderr line
 #     "attntrace: error: ..." naming the shapes, and no output file.
 # Env: ATTNTRACE (binary), SRC (repo root), PYTHON (only used to read the JSON case lists).
@@ -67,7 +68,10 @@ for c in json.load(open(sys.argv[1])):
         case_dir="$dir/$name"
         res="$work/$name"
         ok=1
-        run_ok "$name" "$case_dir" "$command" "${args[@]}" -o "$res.out.npy" --attn-weights "$res.w.npy" || continue
+        # a case with no weights (PyTorch's need_weights=False) runs without --attn-weights: the tiled path
+        wargs=(--attn-weights "$res.w.npy")
+        if [[ -z $weights ]]; then wargs=(); fi
+        run_ok "$name" "$case_dir" "$command" "${args[@]}" -o "$res.out.npy" "${wargs[@]}" || continue
         compare "$name" "output" "$res.out.npy" "$case_dir/$out" "$dtype" || ok=0
         if [[ -n $weights ]]; then
             compare "$name" "per-head weights" "$res.w.npy" "$case_dir/$weights" "$dtype" || ok=0

@@ -274,7 +274,9 @@ def check_random_init(attntrace, workdir, rng):
     for label, b, lq, lk, e, h, kdim, vdim, bias, dtype in (
             ("self, --bias", 2, 5, 5, 8, 2, None, None, True, "f32"),
             ("cross kdim/vdim, --no-bias", 2, 3, 6, 6, 3, 5, 4, False, "f64"),
-            ("unbatched, --bias", None, 4, 4, 4, 1, None, None, True, "f32")):
+            ("unbatched, --bias", None, 4, 4, 4, 1, None, None, True, "f32"),
+            ("self, --bias --add-bias-kv --add-zero-attn", 2, 5, 5, 8, 2, None, None, True, "f64")):
+        kv = "--add-bias-kv" in label  # PyTorch's add_bias_kv / add_zero_attn: bias_k, bias_v saved too
         d = workdir / f"seed_{checks}"
         d.mkdir(parents=True)
         npdt = NP_DTYPE[dtype]
@@ -290,7 +292,9 @@ def check_random_init(attntrace, workdir, rng):
             np.save(d / "v.npy", value)
             args += ["-k", "k.npy", "-v", "v.npy"]
         args += ["--heads", str(h), "--dtype", dtype]
-        init = ["--seed", "7", "--bias" if bias else "--no-bias"]
+        init = ["--seed", "7", "--bias" if bias else "--no-bias"] + (["--add-bias-kv"] if kv else [])
+        if kv:
+            args += ["--add-zero-attn"]
         try:
             run(attntrace, args + init + ["--save-params", "p.safetensors", "-o", "out.npy", "--attn-weights", "w.npy"], d)
             run(attntrace, args + init + ["--save-params", "p2.safetensors", "-o", "out2.npy", "--attn-weights", "w2.npy"], d)
@@ -301,10 +305,13 @@ def check_random_init(attntrace, workdir, rng):
             want = {"q_proj_weight", "k_proj_weight", "v_proj_weight", "out_proj.weight"}
             if bias:
                 want |= {"in_proj_bias", "out_proj.bias"}
+            if kv:
+                want |= {"bias_k", "bias_v"}
             if set(p) != want:
                 raise Failure(f"--save-params names {sorted(p)}, expected {sorted(want)}")
             expect_shapes = {"q_proj_weight": (e, e), "k_proj_weight": (e, kdim or e), "v_proj_weight": (e, vdim or e),
-                             "out_proj.weight": (e, e), "in_proj_bias": (3 * e,), "out_proj.bias": (e,)}
+                             "out_proj.weight": (e, e), "in_proj_bias": (3 * e,), "out_proj.bias": (e,),
+                             "bias_k": (1, 1, e), "bias_v": (1, 1, e)}
             for k, v in p.items():
                 if v.shape != expect_shapes[k]:
                     raise Failure(f"--save-params {k}: shape {v.shape}, expected {expect_shapes[k]}")
@@ -315,10 +322,13 @@ def check_random_init(attntrace, workdir, rng):
             for k in ("in_proj_bias", "out_proj.bias"):
                 if k in p and np.any(p[k] != 0):
                     raise Failure(f"--seed init {k} is not zero")
+            if kv and (np.array_equal(p["bias_k"], p["bias_v"]) or not np.all(np.abs(p["bias_k"]) < 6 / math.sqrt(e))):
+                raise Failure("--add-bias-kv: bias_k equals bias_v, or is far outside N(0, 1/E)")
             if np.array_equal(p["q_proj_weight"], p["k_proj_weight"]):
                 raise Failure("--seed init: q_proj_weight == k_proj_weight")
             # PyTorch, with the saved parameters.
-            m = nn.MultiheadAttention(e, h, bias=bias, kdim=kdim, vdim=vdim, batch_first=True).double()
+            m = nn.MultiheadAttention(e, h, bias=bias, kdim=kdim, vdim=vdim, batch_first=True, add_bias_kv=kv,
+                                      add_zero_attn=kv).double()
             sd = {k: torch.from_numpy(v.astype(np.float64)) for k, v in p.items()}
             if m._qkv_same_embed_dim:
                 sd["in_proj_weight"] = torch.cat([sd.pop("q_proj_weight"), sd.pop("k_proj_weight"), sd.pop("v_proj_weight")])

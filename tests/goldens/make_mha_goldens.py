@@ -52,8 +52,9 @@ def save(case_dir, name, array):
     np.save(case_dir / name, np.ascontiguousarray(array))
 
 
-def make_module(e, h, *, kdim=None, vdim=None, bias=True, dtype="f32"):
-    m = nn.MultiheadAttention(e, h, bias=bias, kdim=kdim, vdim=vdim, batch_first=True)
+def make_module(e, h, *, kdim=None, vdim=None, bias=True, dtype="f32", add_bias_kv=False, add_zero_attn=False):
+    m = nn.MultiheadAttention(e, h, bias=bias, kdim=kdim, vdim=vdim, batch_first=True,
+                              add_bias_kv=add_bias_kv, add_zero_attn=add_zero_attn)
     with torch.no_grad():
         for name, p in m.named_parameters():
             if name.endswith("bias"):
@@ -82,15 +83,21 @@ def fill_empty(expected, reference_value, what, case):
 
 def mha_case(name, *, e, h, b=2, lq=5, lk=None, kdim=None, vdim=None, bias=True, dtype="f32",
              cross=False, causal=False, attn_mask=None, key_padding_mask=None, unbatched=False,
-             params_format="torch", prefix=None, scale=None, extra_args=(), expect_empty=False):
-    """ATTN_MASK / KEY_PADDING_MASK: callables (generator args) returning the numpy mask."""
+             params_format="torch", prefix=None, scale=None, extra_args=(), expect_empty=False,
+             add_bias_kv=False, add_zero_attn=False, need_weights=True):
+    """ATTN_MASK / KEY_PADDING_MASK: callables (generator args) returning the numpy mask.
+    ADD_BIAS_KV / ADD_ZERO_ATTN: the module's own options (bias_k / bias_v in the state dict,
+    --add-zero-attn); the numpy reference has neither, so PyTorch alone is the reference and the
+    weights have Lk + 1 or Lk + 2 columns. NEED_WEIGHTS False: PyTorch runs with need_weights=False,
+    the case lists no weights and attntrace runs without --attn-weights (its tiled path)."""
     case_dir = ROOT / name
     case_dir.mkdir(parents=True)
     seed = 1000 + len(cases)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     lk = lq if lk is None else lk
-    m = make_module(e, h, kdim=kdim, vdim=vdim, bias=bias, dtype=dtype)
+    m = make_module(e, h, kdim=kdim, vdim=vdim, bias=bias, dtype=dtype, add_bias_kv=add_bias_kv,
+                    add_zero_attn=add_zero_attn)
     tdt = TORCH_DTYPE[dtype]
     qshape = (lq, e) if unbatched else (b, lq, e)
     query = torch.randn(qshape, dtype=tdt)
@@ -175,6 +182,8 @@ def mha_case(name, *, e, h, b=2, lq=5, lk=None, kdim=None, vdim=None, bias=True,
         args += ["--scale", repr(scale)]
     if dtype == "f64":
         args += ["--dtype", "f64"]
+    if add_zero_attn:
+        args += ["--add-zero-attn"]
     args += list(extra_args)
 
     # PyTorch.
@@ -196,6 +205,10 @@ def mha_case(name, *, e, h, b=2, lq=5, lk=None, kdim=None, vdim=None, bias=True,
     _, w_avg = run(query, key, value, key_padding_mask=torch_kpm, attn_mask=torch_attn,
                    need_weights=True, average_attn_weights=True)
     out, w, w_avg = (t.detach().numpy() for t in (out, w, w_avg))
+    if add_bias_kv or add_zero_attn:
+        extended_case(name, case_dir, args, dtype, run, (query, key, value, torch_kpm, torch_attn), out, w, w_avg,
+                      need_weights)
+        return
 
     # The numpy reference, for the rows PyTorch 1.13 leaves NaN, and as a cross-check.
     ref_out, ref_w = reference.mha(query.numpy(), key.numpy(), value.numpy(),
@@ -209,6 +222,27 @@ def mha_case(name, *, e, h, b=2, lq=5, lk=None, kdim=None, vdim=None, bias=True,
     w_avg = fill_empty(w_avg, ref_avg, "weights_avg", name)
     if expect_empty:
         assert (w == 0).all(axis=-1).any()
+    save(case_dir, "out.npy", out.astype(NP_DTYPE[dtype]))
+    save(case_dir, "weights.npy", w.astype(NP_DTYPE[dtype]))
+    save(case_dir, "weights_avg.npy", w_avg.astype(NP_DTYPE[dtype]))
+    cases.append({"name": name, "command": "mha", "args": args, "out": "out.npy",
+                  "weights": "weights.npy", "weights_avg": "weights_avg.npy", "dtype": dtype})
+
+
+def extended_case(name, case_dir, args, dtype, run, inputs, out, w, w_avg, need_weights):
+    """An add_bias_kv / add_zero_attn case: PyTorch's values as they are (no empty rows: the
+    appended keys are never masked)."""
+    assert not np.isnan(out).any(), name
+    if not need_weights:
+        query, key, value, kpm, attn = inputs
+        out_nw, none = run(query, key, value, key_padding_mask=kpm, attn_mask=attn, need_weights=False)
+        assert none is None
+        out_nw = out_nw.detach().numpy()
+        assert np.allclose(out_nw, out, **TOL[dtype]), name
+        save(case_dir, "out.npy", out_nw.astype(NP_DTYPE[dtype]))
+        cases.append({"name": name, "command": "mha", "args": args, "out": "out.npy",
+                      "weights": None, "weights_avg": None, "dtype": dtype})
+        return
     save(case_dir, "out.npy", out.astype(NP_DTYPE[dtype]))
     save(case_dir, "weights.npy", w.astype(NP_DTYPE[dtype]))
     save(case_dir, "weights_avg.npy", w_avg.astype(NP_DTYPE[dtype]))
@@ -310,6 +344,9 @@ def make_bad_cases():
     st.write(bad / "params_no_wo.safetensors", {k: v for k, v in good.items() if k != "W_o.weight"})
     # GQA with H=4, G=2, P=2: W_k must be (4, 8), here it is (8, 8).
     st.write(bad / "params_gqa_wk_8x8.safetensors", {**good, "W_v.weight": arr(4, 8)})
+    with_kv = state_numpy(make_module(8, 2, add_bias_kv=True))
+    st.write(bad / "params_bias_k_only.safetensors", {k: v for k, v in with_kv.items() if k != "bias_v"})
+    st.write(bad / "params_bias_k_1x1x6.safetensors", {**with_kv, "bias_k": arr(1, 1, 6)})
 
     base = ["mha", "-q", "x.npy"]
     # A shape error names the offending tensor's shape and the shape it must agree with.
@@ -329,6 +366,10 @@ def make_bad_cases():
         ("kv_heads_not_dividing", base + ["--heads", "4", "--kv-heads", "3", "--seed", "1"], [2, 3], []),
         ("sdpa_embed_mismatch", ["sdpa", "-q", "q_e4.npy", "-k", "k_e5.npy", "-v", "v_l6.npy"], [3], ["(2, 6, 5)", "(2, 4, 4)"]),
         ("sdpa_length_mismatch", ["sdpa", "-q", "q_e4.npy", "-k", "q_e4.npy", "-v", "v_l6.npy"], [3], ["(2, 6, 3)", "(2, 4, 4)"]),
+        ("bias_k_without_bias_v", base + ["--heads", "2", "--params", "params_bias_k_only.safetensors"], [3], ["bias_k without bias_v"]),
+        ("bias_k_wrong_shape", base + ["--heads", "2", "--params", "params_bias_k_1x1x6.safetensors"], [3], ["bias_k", "(1, 1, 6)", "(1, 1, 8)"]),
+        ("bias_kv_with_causal", base + ["--heads", "2", "--params", "params.safetensors", "--causal", "--add-zero-attn"], [2, 3], ["add_zero_attn"]),
+        ("add_bias_kv_with_params", base + ["--heads", "2", "--params", "params.safetensors", "--add-bias-kv"], [2, 3], ["--add-bias-kv"]),
         ("missing_input_file", base + ["--heads", "2", "--params", "no_such_params.safetensors"], [3], ["no_such_params.safetensors"]),
     ]
     out = [{"name": n, "args": a, "exit": codes, "stderr": texts, "append_output": True}
@@ -410,6 +451,28 @@ def main():
     sdpa_case("sdpa_2d", lead=(), lq=5, lk=4, e=6, ev=2)
     sdpa_case("sdpa_f64", dtype="f64", attn_mask=lambda r, lead, lq, lk: r.standard_normal((lq, lk)))
     sdpa_case("sdpa_f64_causal_4lead", lead=(2, 1, 2), lq=3, lk=4, dtype="f64", causal=True)
+
+    # add_bias_kv / add_zero_attn (after the sdpa cases: the older cases keep their seeds)
+    kv = dict(add_bias_kv=True)
+    kvz = dict(add_bias_kv=True, add_zero_attn=True)
+    mha_case("bias_kv_self", e=8, h=2, **kv)
+    mha_case("zero_attn_self", e=8, h=2, add_zero_attn=True)
+    mha_case("bias_kv_zero_attn_cross", e=8, h=2, lq=3, lk=5, cross=True, **kvz)
+    mha_case("bias_kv_kdim_vdim_masks", e=6, h=3, lq=4, lk=5, kdim=5, vdim=3, key_padding_mask=kpm_some,
+             attn_mask=lambda r, b, h, lq, lk: bool_mask_no_empty_row(r, (lq, lk)), **kv)
+    mha_case("zero_attn_masks_4d", e=8, h=2, lq=4, lk=6, cross=True, add_zero_attn=True, key_padding_mask=kpm_some,
+             attn_mask=lambda r, b, h, lq, lk: r.standard_normal((b, h, lq, lk)))
+    mha_case("bias_kv_zero_attn_masks_f64", e=8, h=4, dtype="f64", key_padding_mask=kpm_some,
+             attn_mask=lambda r, b, h, lq, lk: r.standard_normal((lq, lk)), **kvz)
+    # Every key of batch 1 padded: the appended keys still attend (no empty row, unlike PyTorch without them).
+    mha_case("bias_kv_all_keys_padded", e=8, h=2, lq=3, lk=4, cross=True,
+             key_padding_mask=lambda r, b, lk: np.array([[0, 0, 1, 0], [1, 1, 1, 1]], bool), **kv)
+    mha_case("bias_kv_unbatched", e=6, h=3, lq=4, lk=6, unbatched=True, cross=True, **kvz)
+    mha_case("bias_kv_no_weights", e=8, h=2, lq=4, lk=6, cross=True, key_padding_mask=kpm_some,
+             need_weights=False, **kvz)
+    mha_case("zero_attn_no_weights_self", e=8, h=2, attn_mask=lambda r, b, h, lq, lk: r.standard_normal((lq, lk)),
+             need_weights=False, add_zero_attn=True)
+    mha_case("bias_kv_zero_attn_prefix", e=8, h=2, prefix="encoder.layers.0.self_attn.", **kvz)
 
     make_bad_cases()
     write_cases(ROOT, cases)

@@ -233,10 +233,14 @@ TEST_CASE("a required name missing from the chosen scheme is an InputError namin
     const std::string bloem = write_safetensors(tmp, "bloem", {{"toqueries.weight", filled({6, 5})}, {"tovalues.weight", filled({2, 7})}});
     CHECK(error_of([&] { attntrace::load_mha_params<float>(bloem, "", d2l_dims); }).find("missing 'tokeys.weight'") !=
           std::string::npos);
-    const std::string bias_kv = write_safetensors(tmp, "bias_kv", {{"in_proj_weight", filled({18, 6})}, {"bias_k", filled({1, 1, 6})}});
-    CHECK_THROWS_WITH_AS(attntrace::load_mha_params<float>(bias_kv, "", MhaDims{2, 2, 6, 6, 6, false}),
-                         (bias_kv + ": bias_k: add_bias_kv=True (a learned extra key and value) is not supported").c_str(),
-                         InputError);
+    // add_bias_kv=True: bias_k / bias_v are loaded with the torch names (mha checks their shapes)
+    const std::string bias_kv = write_safetensors(
+        tmp, "bias_kv", {{"in_proj_weight", filled({18, 6})}, {"bias_k", filled({1, 1, 6})}, {"bias_v", filled({1, 1, 6})}});
+    const auto with_kv = attntrace::load_mha_params<float>(bias_kv, "", MhaDims{2, 2, 6, 6, 6, false});
+    REQUIRE(with_kv.bias_k);
+    REQUIRE(with_kv.bias_v);
+    CHECK(shape_of(*with_kv.bias_k) == attntrace::Shape{1, 1, 6});
+    CHECK(with_kv.ignored.empty());
 }
 
 TEST_CASE("without an output projection in the file, --no-out-proj is required; with it, one is ignored") {

@@ -45,6 +45,7 @@ struct MhaConfig {
     std::size_t heads = 0;       // H
     std::size_t kv_heads = 0;    // G; 0 means H
     bool out_proj = true;        // false: heads concatenated with no W_o (seed 004)
+    bool add_zero_attn = false;  // torch's add_zero_attn: a zero key/value row per batch, Lk grows by 1
 };
 
 // What each attention row attends to: per (head index, query), the head index being (B, H) for

@@ -121,6 +121,11 @@ struct MaskPlan {
 template <class T>
 MaskPlan<T> plan_sdpa_masks(const Masks<T>& masks, const Shape& lead, std::size_t lq, std::size_t lk);
 
+// torch's add_bias_kv / add_zero_attn: a copy of MASKS whose attention mask and key padding mask
+// get EXTRA allowed (zero) columns appended on their last (Lk) axis, Lk -> Lk + EXTRA.
+template <class T>
+Masks<T> pad_key_columns(const Masks<T>& masks, std::size_t extra);
+
 // mha's plan: scores (B, H, Lq, Lk); BATCHED false for a 2-D input, whose masks have no B axis
 // (an attention mask (H, Lq, Lk) or (Lq, Lk), key padding (Lk), valid lengths (1,)). Throws
 // ShapeError / InputError naming the mask's file, its shape and the expected one.

@@ -10,7 +10,7 @@
 // Schemes, tried in this order:
 //   torch  nn.MultiheadAttention: in_proj_weight (3E, E) + in_proj_bias (3E), or
 //          q_proj_weight / k_proj_weight / v_proj_weight + in_proj_bias; out_proj.weight,
-//          out_proj.bias
+//          out_proj.bias, and bias_k / bias_v (1, 1, E) with add_bias_kv=True
 //   d2l    d2l and atcold: W_q.weight, W_k.weight, W_v.weight, W_o.weight, each with optional .bias
 //          (atcold's W_h.weight is accepted as its W_o)
 //   bloem  Bloem and seed 004: toqueries.weight, tokeys.weight, tovalues.weight,
@@ -35,6 +35,8 @@ struct MhaParams {
     std::optional<Array<T>> b_v;  // (G*Pv)
     std::optional<Array<T>> w_o;  // (PO, H*Pv); absent with --no-out-proj
     std::optional<Array<T>> b_o;  // (PO)
+    std::optional<Array<T>> bias_k;  // (1, 1, G*P): torch's add_bias_kv, one extra key row per batch
+    std::optional<Array<T>> bias_v;  // (1, 1, G*Pv): its value row (both or neither)
 
     std::string scheme;                // "torch", "d2l", "bloem", "random"
     std::string source;                // the file or directory, or "random init (seed N)"
@@ -74,6 +76,12 @@ MhaParams<T> load_mha_params(const std::string& path, const std::string& prefix,
 template <class T>
 MhaParams<T> random_mha_params(const MhaDims& dims, const HeadSizes& sizes, bool bias,
                                std::uint64_t seed);
+
+// torch's add_bias_kv for a random init: bias_k (1, 1, G*P) and bias_v (1, 1, G*Pv), each
+// xavier-normal as torch draws them (std sqrt(2 / (fan_in + fan_out)) = sqrt(1 / width)), with
+// Rng(SEED + 1) so the other parameters stay those of SEED.
+template <class T>
+void add_random_bias_kv(MhaParams<T>& params, std::uint64_t seed);
 
 // The parameters under PyTorch's names (q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias,
 // out_proj.weight, out_proj.bias), for --save-params. in_proj_bias is written when any bias is

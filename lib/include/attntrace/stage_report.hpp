@@ -48,6 +48,7 @@ struct ProjectionReport {
     const Array<T>& w;            // (D, E)
     const std::optional<Array<T>>& bias;  // (D)
     bool fused;                   // self-attention through one stacked GEMM
+    const char* appended;         // rows appended after the projection ("" or " + bias_k row + zero row")
 };
 template <class T>
 void report_projection(const Reporter<T>& rep, const ProjectionReport<T>& p, const T* y, std::size_t b,
