@@ -270,10 +270,14 @@ void AttentionRun<T>::check_budget(const Shape& plane_shape) const {
         if (is_plane_stage(stage)) avoid += " --dump " + stage;
     avoid += " (without them the tiled path needs memory linear in the length), or raise --max-memory";
     const std::uint64_t budget = flags_.max_memory.empty() ? default_memory_budget() : *parse_byte_size(flags_.max_memory);
-    check_memory_budget(planes, elements, sizeof(T), budget,
-                        "(" + std::string(kept ? which : "weights") + ") of shape " + shape_string(plane_shape) + " " +
-                            (sizeof(T) == 4 ? "float32" : "float64"),
-                        avoid);
+    try {
+        check_memory_budget(planes, elements, sizeof(T), budget,
+                            "(" + std::string(kept ? which : "weights") + ") of shape " + shape_string(plane_shape) +
+                                " " + (sizeof(T) == 4 ? "float32" : "float64"),
+                            avoid);
+    } catch (const InputError& e) {
+        throw InputError(with_flag_name(e.what(), {{"memory budget", "--max-memory"}}));
+    }
 }
 
 template <class T>

@@ -64,7 +64,7 @@ void check_memory_budget(std::uint64_t planes, std::uint64_t elements_per_plane,
     const long double need = static_cast<long double>(planes) * elements_per_plane * element_size;
     if (need <= static_cast<long double>(budget)) return;
     const std::uint64_t shown = need >= 1.8e19L ? UINT64_MAX : static_cast<std::uint64_t>(need);
-    throw InputError("--max-memory: this run would need about " + byte_size_string(shown) + " for " + what +
+    throw InputError("memory budget: this run would need about " + byte_size_string(shown) + " for " + what +
                      ", over the budget of " + byte_size_string(budget) + "; " + avoid);
 }
 

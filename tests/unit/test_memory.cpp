@@ -23,7 +23,7 @@ TEST_CASE("byte sizes parse with binary units, with or without B / iB") {
 TEST_CASE("the budget refuses exactly what does not fit, saying how much is needed") {
     CHECK_NOTHROW(check_memory_budget(1, 1024, 4, 4096, "w", "drop it"));
     CHECK_THROWS_WITH_AS(check_memory_budget(2, 1024, 4, 4096, "w", "drop it"),
-                         "--max-memory: this run would need about 8.0 KiB for w, over the budget of 4.0 KiB; drop it",
+                         "memory budget: this run would need about 8.0 KiB for w, over the budget of 4.0 KiB; drop it",
                          InputError);
     CHECK_NOTHROW(check_memory_budget(0, 1ull << 40, 4, 1, "w", "x"));  // nothing kept
     // (8, 32768, 32768) float32 planes overflow nothing in the estimate

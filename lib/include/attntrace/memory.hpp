@@ -21,8 +21,8 @@ std::optional<std::uint64_t> parse_byte_size(const std::string& text);
 // "34.4 GB"-style rendering for messages.
 std::string byte_size_string(std::uint64_t bytes);
 
-// Throws InputError when PLANES tensors of ELEMENTS_PER_PLANE values of ELEMENT_SIZE bytes exceed
-// BUDGET. WHAT names the plane ("the attention weights (4, 8, 512, 512)"), AVOID how to avoid it.
+// Throws InputError ("memory budget: this run would need about ..."; the app adds its flag's name)
+// when PLANES tensors of ELEMENTS_PER_PLANE values of ELEMENT_SIZE bytes exceed BUDGET. WHAT names the plane ("the attention weights (4, 8, 512, 512)"), AVOID how to avoid it.
 void check_memory_budget(std::uint64_t planes, std::uint64_t elements_per_plane, std::uint64_t element_size,
                          std::uint64_t budget, const std::string& what, const std::string& avoid);
 
