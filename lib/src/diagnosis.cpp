@@ -97,7 +97,8 @@ void add_scale_hypotheses(std::vector<Hypothesis>& out, const CheckProblem& p, c
         if (auto c = fitted_factor(scores->values, ref.at("scores"))) named.push_back({*c * d.scale, "a factor fitted from the scores"});
     std::vector<double> tried{d.scale, 1};
     for (const auto& [value, name] : named) {
-        if (std::any_of(tried.begin(), tried.end(), [&](double t) { return near(t, value); })) continue;
+        const double candidate = value;  // clang 14 cannot capture a structured binding in a lambda
+        if (std::any_of(tried.begin(), tried.end(), [&](double t) { return near(t, candidate); })) continue;
         tried.push_back(value);
         out.push_back(rerun(p, "wrong_scale", "scores scaled by " + short_number(value) + " = " + name + ", instead of " + right,
                             with_scale(value)));
