@@ -2,8 +2,6 @@
 // exceptions into exit codes (the table is in errors.hpp and the README):
 //   0 ok, 1 compare or check found differences, 2 bad command line, 3 bad input, 4 cannot write the output,
 //   70 internal error (a bug: an exception no one expected).
-#include <unistd.h>
-
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -44,32 +42,16 @@ extern "C" void on_signal(int sig) {
     std::raise(sig);
 }
 
-// OpenBLAS reads its settings when it loads, before main. For the commands that compute, the
-// process runs again (once) with the settings they need:
-//   OPENBLAS_NUM_THREADS=1: attntrace runs its own threads over heads, query blocks and rows, with
-//     BLAS single-threaded inside them; OpenBLAS's own idle pool would spin against them;
-//   OPENBLAS_CORETYPE: when OpenBLAS fell back to generic kernels on a CPU it does not know.
-// A variable the user set is left alone.
-void prepare_blas(int argc, char** argv) {
-    if (argc < 2) return;
-    const std::string_view command = argv[1];
-    if (command != "mha" && command != "sdpa" && command != "check") return;
-    bool again = false;
-    if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) {
-        setenv("OPENBLAS_NUM_THREADS", "1", 1);
-        again = true;
-    }
-    if (const auto core = attntrace::better_blas_core()) {
-        setenv("OPENBLAS_CORETYPE", core->c_str(), 1);
-        again = true;
-    }
-    if (again) execv("/proc/self/exe", argv);  // returns only on failure: then carry on as we are
+// "attntrace 0.1.0", then the OpenBLAS it computes with and the kernels it runs (for bug reports).
+std::string version_text() {
+    const auto replaced = attntrace::blas_core_replaced();
+    return "attntrace " ATTNTRACE_VERSION "\n" + attntrace::blas_config() +
+           (replaced ? " (runs " + attntrace::blas_core_name() + " kernels: OpenBLAS chose generic " + *replaced + ")" : "");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    prepare_blas(argc, argv);
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     std::signal(SIGHUP, on_signal);
@@ -87,7 +69,7 @@ int main(int argc, char** argv) {
 
 Exit codes: 0 ok, 1 compare or check found differences, 2 bad command line, 3 bad input, 4 cannot write
 the output, 70 internal error. `attntrace COMMAND --help` describes each command.)");
-    app.set_version_flag("--version", "attntrace " ATTNTRACE_VERSION);
+    app.set_version_flag("--version", version_text);
     app.require_subcommand(1);
     setup_info(app);
     setup_convert(app);

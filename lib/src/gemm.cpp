@@ -1,17 +1,103 @@
 #include "attntrace/gemm.hpp"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <sched.h>
 
 #include <algorithm>
-#include <thread>
-
 #include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
 
 namespace attntrace {
 
 namespace {
 blasint to_blas(std::size_t v) { return static_cast<blasint>(v); }
+
+// OpenBLAS, loaded on first use rather than at start-up. It reads OPENBLAS_NUM_THREADS and
+// OPENBLAS_CORETYPE only when it loads, so loading it ourselves lets the process choose them
+// in-process (no second process start), and commands that never multiply never load it:
+//   OPENBLAS_NUM_THREADS=1 unless set: attntrace runs its own threads with BLAS single-threaded
+//     inside them; a pool started at load would spin against them;
+//   OPENBLAS_CORETYPE: when OpenBLAS fell back to generic kernels on a CPU it does not know, and
+//     the CPU has AVX-512 or AVX2, it is unloaded and loaded again with the better core type.
+// A variable the user set is left alone.
+struct OpenBlas {
+    void* handle = nullptr;
+    decltype(&cblas_sgemm) sgemm = nullptr;
+    decltype(&cblas_dgemm) dgemm = nullptr;
+    decltype(&openblas_set_num_threads) set_num_threads = nullptr;
+    decltype(&openblas_get_num_threads) get_num_threads = nullptr;
+    decltype(&openblas_get_corename) get_corename = nullptr;
+    decltype(&openblas_get_config) get_config = nullptr;
+    std::string replaced_core;  // the generic core OpenBLAS chose first, when it was replaced
+
+    std::string core() const {
+        const char* name = get_corename();
+        return name ? name : "";
+    }
+};
+
+template <class F>
+void bind(void* handle, F& fn, const char* name) {
+    fn = reinterpret_cast<F>(dlsym(handle, name));
+    if (!fn) throw std::runtime_error(std::string("OpenBLAS: no symbol ") + name);
+}
+
+// dlopen of the runtime library (its soname, as the dynamic linker would resolve it, so Debian's
+// alternatives choose the variant), else the one found at build time.
+OpenBlas open_blas() {
+    OpenBlas blas;
+    blas.handle = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!blas.handle) blas.handle = dlopen(ATTNTRACE_OPENBLAS_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    if (!blas.handle) throw std::runtime_error(std::string("cannot load OpenBLAS: ") + dlerror());
+    bind(blas.handle, blas.sgemm, "cblas_sgemm");
+    bind(blas.handle, blas.dgemm, "cblas_dgemm");
+    bind(blas.handle, blas.set_num_threads, "openblas_set_num_threads");
+    bind(blas.handle, blas.get_num_threads, "openblas_get_num_threads");
+    bind(blas.handle, blas.get_corename, "openblas_get_corename");
+    bind(blas.handle, blas.get_config, "openblas_get_config");
+    return blas;
+}
+
+bool generic_core(const std::string& core) {
+    return core == "Prescott" || core == "Core2" || core == "Nehalem" || core == "Katmai" || core == "Northwood" ||
+           core == "Banias" || core == "Unknown" || core.empty();
+}
+
+// The core type to ask for on this CPU instead of a generic one; empty when there is none.
+std::string better_core_for_cpu() {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
+    return "";
+}
+
+OpenBlas load_blas() {
+    setenv("OPENBLAS_NUM_THREADS", "1", 0);  // 0: a value the user set stays
+    const bool user_core = std::getenv("OPENBLAS_CORETYPE") != nullptr;
+    OpenBlas blas = open_blas();
+    const std::string chosen = blas.core(), better = better_core_for_cpu();
+    if (user_core || !generic_core(chosen) || better.empty()) return blas;
+    // Loaded single-threaded, OpenBLAS has started no threads: it can be unloaded and loaded again.
+    dlclose(blas.handle);
+    setenv("OPENBLAS_CORETYPE", better.c_str(), 1);
+    blas = open_blas();
+    if (blas.core() != chosen) blas.replaced_core = chosen;  // else dlclose kept it: the generic one stays
+    return blas;
+}
+
+const OpenBlas& blas() {
+    static std::once_flag once;
+    static OpenBlas loaded;
+    std::call_once(once, [] { loaded = load_blas(); });
+    return loaded;
+}
 
 // K == 0 makes op(A)*op(B) a zero matrix; BLAS would reject the zero leading dimensions.
 template <class T>
@@ -23,11 +109,11 @@ void scale_only(std::size_t m, std::size_t n, T beta, T* c, std::size_t ldc) {
 // The one BLAS routine per precision: cblas_sgemm for float, cblas_dgemm for double.
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, float alpha,
                const float* a, blasint lda, const float* b, blasint ldb, float beta, float* c, blasint ldc) {
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    blas().sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, double alpha,
                const double* a, blasint lda, const double* b, blasint ldb, double beta, double* c, blasint ldc) {
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    blas().dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 }  // namespace
 
@@ -46,10 +132,10 @@ template void gemm<double>(bool, bool, std::size_t, std::size_t, std::size_t, do
                            const double*, std::size_t, double, double*, std::size_t);
 
 void set_blas_threads(std::size_t threads) {
-    if (threads > 0) openblas_set_num_threads(static_cast<int>(threads));
+    if (threads > 0) blas().set_num_threads(static_cast<int>(threads));
 }
 
-std::size_t blas_threads() { return static_cast<std::size_t>(openblas_get_num_threads()); }
+std::size_t blas_threads() { return static_cast<std::size_t>(blas().get_num_threads()); }
 
 std::size_t available_cores() {
     cpu_set_t set;
@@ -57,25 +143,16 @@ std::size_t available_cores() {
     return std::max(1u, std::thread::hardware_concurrency());
 }
 
-std::string blas_core_name() {
-    const char* name = openblas_get_corename();
-    return name ? name : "";
+std::string blas_core_name() { return blas().core(); }
+
+std::string blas_config() {
+    const char* config = blas().get_config();
+    return config ? config : "";
 }
 
-std::optional<std::string> better_blas_core() {
-    if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return std::nullopt;  // the user's choice
-    const std::string core = blas_core_name();
-    const bool generic = core == "Prescott" || core == "Core2" || core == "Nehalem" || core == "Katmai" ||
-                         core == "Northwood" || core == "Banias" || core == "Unknown" || core.empty();
-    if (!generic) return std::nullopt;
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-        return "SkylakeX";
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
-#endif
-    return std::nullopt;
+std::optional<std::string> blas_core_replaced() {
+    const std::string& replaced = blas().replaced_core;
+    return replaced.empty() ? std::nullopt : std::optional(replaced);
 }
 
 }  // namespace attntrace

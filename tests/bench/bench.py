@@ -97,7 +97,7 @@ def main():
     st.write(params_path, w)
 
     # OpenBLAS 0.3.21 does not recognise some newer CPUs and falls back to slow generic kernels;
-    # attntrace then re-runs itself with OPENBLAS_CORETYPE set (see lib/include/attntrace/gemm.hpp).
+    # attntrace then loads it again with OPENBLAS_CORETYPE set (see lib/include/attntrace/gemm.hpp).
     # The ceiling is measured with the kernels attntrace uses, and PyTorch (which calls the same
     # OpenBLAS) is timed both as it is and with the same fix; the faster one is the reference.
     first = subprocess.check_output([ceiling_exe, "256", "1"]).split()

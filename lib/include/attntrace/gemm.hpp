@@ -15,6 +15,9 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha,
           const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
 
+// OpenBLAS is loaded on the first call of any of these (see gemm.cpp): single-threaded unless
+// OPENBLAS_NUM_THREADS is set, and with better kernels than a generic fallback (below).
+
 // OpenBLAS's own thread count (0 leaves it alone). The attention loops set it to 1 while they
 // run their own threads over heads, so the two never oversubscribe the cores.
 void set_blas_threads(std::size_t threads);
@@ -23,13 +26,16 @@ std::size_t blas_threads();
 // The cores this process may run on (its CPU affinity): the default thread count.
 std::size_t available_cores();
 
-// The kernel family OpenBLAS chose at load time ("SkylakeX", "Haswell", "Prescott" ...).
+// OpenBLAS's build configuration ("OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64").
+std::string blas_config();
+
+// The kernel family OpenBLAS runs ("SkylakeX", "Haswell", "Prescott" ...).
 std::string blas_core_name();
 
 // OpenBLAS 0.3.21 does not know newer CPUs (Sapphire Rapids among them) and falls back to its
-// generic Prescott kernels, 5-7x slower. When that happened on a CPU with AVX-512 or AVX2, the
-// core type to ask for instead (OPENBLAS_CORETYPE is read only when the library loads, so the
-// app re-executes itself with it); nullopt when the choice is fine or the user set one.
-std::optional<std::string> better_blas_core();
+// generic Prescott kernels, 5-7x slower. When that happened on a CPU with AVX-512 or AVX2 and
+// OPENBLAS_CORETYPE was not set, OpenBLAS is loaded again with SkylakeX or Haswell kernels; this
+// is the generic family it had chosen (nullopt when nothing was replaced).
+std::optional<std::string> blas_core_replaced();
 
 }  // namespace attntrace

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# How attntrace loads OpenBLAS (lib/src/gemm.cpp): itself, on first use, single-threaded, in the
+# same process. Checked with strace (skipped without it or where ptrace is not allowed):
+#   - a computing command is one process: no second execve (attntrace once re-executed itself to
+#     set OPENBLAS_NUM_THREADS and OPENBLAS_CORETYPE, paying a second start-up);
+#   - with --threads 1 no thread is started at all: OpenBLAS started no pool of its own;
+#   - a command that multiplies nothing (info) never opens libopenblas.
+# The numbers it computes this way are checked by every numeric test.
+source "$(dirname "$0")/cli_common.bash"
+command -v strace > /dev/null || { echo "SKIP: no strace"; exit 77; }
+strace -f -qq -o /dev/null true 2> /dev/null || { echo "SKIP: strace cannot trace here (ptrace not allowed)"; exit 77; }
+D=$SRC/data/atcold
+sdpa=(sdpa -q "$D/q1.npy" -k "$D/k.npy" -v "$D/v.npy" --scale 0.125 --threads 1 --trace none)
+
+run 0 strace -f -qq -e trace=execve,clone,clone3,vfork,fork -o "$W/trace.txt" "$A" "${sdpa[@]}"
+[ "$(grep -c 'execve(' "$W/trace.txt")" = 1 ] || fail "sdpa ran more than one execve: $(grep execve "$W/trace.txt")"
+! grep -q 'clone' "$W/trace.txt" || fail "sdpa --threads 1 started threads: $(grep clone "$W/trace.txt")"
+echo "ok sdpa --threads 1: one process, no thread"
+
+# the same run under the core type of the environment, or another the user sets: still one process
+run 0 env OPENBLAS_CORETYPE=Prescott strace -f -qq -e trace=execve -o "$W/trace.txt" "$A" "${sdpa[@]}"
+[ "$(grep -c 'execve(' "$W/trace.txt")" = 1 ] || fail "with OPENBLAS_CORETYPE set, sdpa ran more than one execve"
+echo "ok with OPENBLAS_CORETYPE set: one process"
+
+run 0 strace -f -qq -e trace=openat -o "$W/trace.txt" "$A" info "$D/q1.npy"
+! grep -q 'openblas' "$W/trace.txt" || fail "info opened OpenBLAS: $(grep openblas "$W/trace.txt")"
+run 0 strace -f -qq -e trace=openat -o "$W/trace.txt" "$A" "${sdpa[@]}"
+grep -q 'libopenblas.*= [0-9]' "$W/trace.txt" || fail "sdpa did not open OpenBLAS (is this test looking at the right thing?)"
+echo "ok info never loads OpenBLAS; sdpa does"
+echo "blas loading: ok"
