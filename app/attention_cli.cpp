@@ -339,7 +339,7 @@ std::string AttentionRun<T>::pictures(const AttentionResult<T>& result, const Tr
         ReportData data{context.header, trace, nlohmann::json::array(), labels.query, labels.key, f.batch};
         data.head_stats = trace_json(context, std::vector<StageRecord<T>>{}, result.row_stats, result.empty_rows,
                                      false)["head_stats"];
-        write_file_atomically(f.report, html_report(pooled, data));
+        write_file_atomically(f.report, naming_flags(kPictureFlagNames, [&] { return html_report(pooled, data); }));
     }
     return draw_pictures(f, pooled, picture_title(context, flags_.query, f.batch), labels, stream, roles);
 }
@@ -348,7 +348,7 @@ template class AttentionRun<float>;
 template class AttentionRun<double>;
 
 void add_mha_model_flags(CLI::App& cmd, MhaFlags& f) {
-    cmd.add_option("-q,--query", f.common.query, "QUERY (B, Lq, Eq) or (Lq, Eq)")->required()->check(file_name());
+    required_file(cmd, "-q,--query", f.common.query, "QUERY (B, Lq, Eq) or (Lq, Eq)");
     cmd.add_option("-k,--key", f.common.key, "KEY (B, Lk, Ek); default QUERY")->check(file_name());
     cmd.add_option("-v,--value", f.common.value, "VALUE (B, Lk, Ev); default KEY")->check(file_name());
     cmd.add_option("--heads", f.heads, "number of heads H")->check(positive_integer());

@@ -12,6 +12,7 @@
 #include "attntrace/positions.hpp"
 #include "attntrace/tensor.hpp"
 #include "attntrace/trace.hpp"
+#include "flag_parsing.hpp"
 #include "picture_cli.hpp"
 #include "progress.hpp"
 
@@ -58,6 +59,9 @@ struct AttentionFlags {
 // HEADS heads of HEAD_DIM. Throws UsageError for rotary dims that are odd or past the head dim.
 template <class T>
 attntrace::PositionStages<T> positions_from_flags(const AttentionFlags& flags, std::size_t heads, std::size_t head_dim);
+
+// The position parameters the core checks (position_stages.cpp) and the flags that set them.
+inline const FlagNames kPositionFlagNames = {{"rotary dims", "--rotary-dims"}, {"ALiBi", "--alibi"}};
 
 // Adds the flags both commands take to CMD.
 void add_attention_flags(CLI::App& cmd, AttentionFlags& flags);
@@ -138,6 +142,12 @@ struct MhaFlags {
     bool add_bias_kv = false;          // mha --add-bias-kv: random init draws bias_k / bias_v
     bool add_zero_attn = false;        // mha --add-zero-attn
 };
+
+// What the library says of the parameters' options (param_names.cpp, params_check.cpp) in the
+// words of mha's flags.
+inline const FlagNames kParamFlagPhrases = {{"the prefix '", "--prefix '"},
+                                            {"give the prefix ", "pass --prefix "},
+                                            {"turn the output projection off", "pass --no-out-proj"}};
 
 // Adds -q/-k/-v and the model's flags (--heads ... --valid-lens) to CMD; mha and check share them.
 // --heads is left optional (check --sdpa has none): mha marks it required.

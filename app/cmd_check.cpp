@@ -48,7 +48,9 @@ attntrace::CheckProblem check_problem(const CheckFlags& f) {
 
 void run_check(const CheckFlags& f) {
     const FlagNames flags{{"rtol", "--rtol"}, {"atol", "--atol"}};
-    const auto report = naming_flags(flags, [&] { return attntrace::check_implementation(check_problem(f), f.dir, f.tol); });
+    auto report = naming_flags(flags, [&] { return attntrace::check_implementation(check_problem(f), f.dir, f.tol); });
+    if (report.diagnosis)  // the library's "0.2 = the given scale" is --scale here
+        report.diagnosis->detail = with_flag_phrases(report.diagnosis->detail, {{"the given scale", "--scale"}});
     if (f.format == "json") {
         std::cout << attntrace::check_json(report).dump() << '\n' << std::flush;
     } else {
@@ -60,8 +62,8 @@ void run_check(const CheckFlags& f) {
 }  // namespace
 
 void setup_check(CLI::App& app) {
-    auto f = std::make_shared<CheckFlags>();
-    auto* cmd = app.add_subcommand("check", "Find where another attention implementation's stages diverge, and why");
+    auto [f, cmd] = add_command<CheckFlags>(app, "check", "Find where another attention implementation's stages diverge, and why",
+                                            run_check, kParamFlagPhrases);
     cmd->add_option("DIR", f->dir, "the other implementation's stages: STAGE.npy or STAGE.json, any subset")->required();
     cmd->add_flag("--sdpa", f->sdpa, "the reference is sdpa (-q -k -v, no projections) instead of mha");
     add_mha_model_flags(*cmd, f->model);
@@ -82,5 +84,4 @@ Exit 0 when every stage given matches, 1 when one differs.
 Examples:
   attntrace check mine/ -q data/bloem/x.npy --heads 2 --params data/bloem/params.safetensors
   attntrace check mine/ --sdpa -q q.npy -k k.npy -v v.npy --causal --format json)");
-    cmd->callback([f] { run_check(*f); });
 }

@@ -29,10 +29,10 @@ void run_compare(const CompareOptions& opt) {
 }  // namespace
 
 void setup_compare(CLI::App& app) {
-    auto opt = std::make_shared<CompareOptions>();
-    auto* cmd = app.add_subcommand("compare", "Check that two tensors are close (numpy.allclose)");
-    cmd->add_option("A", opt->a, "the tensor to check; - reads stdin")->required()->check(file_name());
-    cmd->add_option("B", opt->b, "the reference tensor (rtol scales |B|)")->required()->check(file_name());
+    auto [opt, cmd] = add_command<CompareOptions>(app, "compare", "Check that two tensors are close (numpy.allclose)",
+                                                  run_compare);
+    required_file(*cmd, "A", opt->a, "the tensor to check; - reads stdin");
+    required_file(*cmd, "B", opt->b, "the reference tensor (rtol scales |B|)");
     cmd->add_option("--rtol", opt->tol.rtol, "relative tolerance")->capture_default_str();
     cmd->add_option("--atol", opt->tol.atol, "absolute tolerance")->capture_default_str();
     cmd->footer(R"(A element is close when |a - b| <= atol + rtol * |b|; NaN is never close, and the
@@ -42,5 +42,4 @@ relative differences are printed with their positions), 3 when a file cannot be 
 Examples:
   attntrace compare out.npy expected.npy
   attntrace compare out.npy expected.json --rtol 1e-4 --atol 1e-6)");
-    cmd->callback([opt] { run_compare(*opt); });
 }

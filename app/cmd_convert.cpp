@@ -38,8 +38,8 @@ void run_convert(const ConvertOptions& opt) {
 }  // namespace
 
 void setup_convert(CLI::App& app) {
-    auto opt = std::make_shared<ConvertOptions>();
-    auto* cmd = app.add_subcommand("convert", "Convert a tensor file between .npy and JSON");
+    auto [opt, cmd] = add_command<ConvertOptions>(app, "convert", "Convert a tensor file between .npy and JSON", run_convert,
+                                                  {{"(or name the format)", "(or --to)"}});
     cmd->add_option("IN", opt->input, "the input file (.npy or JSON, detected); - reads stdin")
         ->required()
         ->check(file_name());
@@ -57,5 +57,4 @@ Examples:
   attntrace convert x.json x.npy --dtype f64
   attntrace random --shape 2,3 -o - | attntrace convert - out.json
   attntrace convert x.npy - --to json | jq .shape)");
-    cmd->callback([opt] { run_convert(*opt); });
 }

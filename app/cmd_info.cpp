@@ -17,11 +17,16 @@ struct InfoOptions {
     bool json = false;
 };
 
+// The checkpoint text's plans and advice in mha's flags: "  --model --layer 2: LayerNorm ...".
+const FlagNames kCheckpointInfoPhrases = {{"  plan of layer ", "  --model --layer "},
+                                          {"a checkpoint is read from its folder", "--model takes the folder"}};
+
 // Stops at the first bad file (exit 3); the files before it are already printed.
 void run_info(const InfoOptions& opt) {
     for (const std::string& file : opt.files) {
         if (attntrace::is_checkpoint_path(file)) {
-            std::cout << (opt.json ? attntrace::checkpoint_info_json(file).dump() + "\n" : attntrace::checkpoint_info(file))
+            std::cout << (opt.json ? attntrace::checkpoint_info_json(file).dump() + "\n"
+                                   : with_flag_phrases(attntrace::checkpoint_info(file), kCheckpointInfoPhrases))
                       << std::flush;
             continue;
         }
@@ -37,8 +42,7 @@ void run_info(const InfoOptions& opt) {
 }  // namespace
 
 void setup_info(CLI::App& app) {
-    auto opt = std::make_shared<InfoOptions>();
-    auto* cmd = app.add_subcommand("info", "Describe tensor files: format, dtype, shape, statistics");
+    auto [opt, cmd] = add_command<InfoOptions>(app, "info", "Describe tensor files: format, dtype, shape, statistics", run_info);
     cmd->add_option("FILE", opt->files, "a .npy or JSON tensor file, - (stdin), or a checkpoint folder / .safetensors file")->required()->check(file_name());
     cmd->add_flag("--json", opt->json, "one JSON object per file, one per line (JSON Lines)");
     cmd->footer(R"(min/max/mean/std are over the finite values; NaN and Inf are counted apart.
@@ -49,5 +53,4 @@ Examples:
   attntrace info path/to/gpt2          (a Hugging Face checkpoint: layers, attention tensors, --model plan)
   attntrace info --json a.npy b.json | jq .shape
   attntrace random --shape 2,3 -o - | attntrace info -)");
-    cmd->callback([opt] { run_info(*opt); });
 }

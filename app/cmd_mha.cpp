@@ -139,7 +139,9 @@ void run_mha(const MhaFlags& f) {
     run.options.average_heads = f.average_heads;
     run.options.query_name = c.query, run.options.key_name = key_path, run.options.value_name = value_path;
     const attntrace::MhaConfig config{heads, dims.kv_heads, !f.no_out_proj, f.add_zero_attn};
-    auto result = naming_flags(kMhaFlags, [&] {
+    FlagNames flags = kMhaFlags;  // the positions' flags too, unless they come from the checkpoint
+    if (!model) flags.insert(flags.end(), kPositionFlagNames.begin(), kPositionFlagNames.end());
+    auto result = naming_flags(flags, [&] {
         return attntrace::mha(query.array, key.array, value.array, params, config, masks, run.options, &run.recorder,
                               positions.any() ? &positions : nullptr);
     });
@@ -155,8 +157,9 @@ void run_mha(const MhaFlags& f) {
 }  // namespace
 
 void setup_mha(CLI::App& app) {
-    auto f = std::make_shared<MhaFlags>();
-    auto* cmd = app.add_subcommand("mha", "Multi-head attention with projections (torch.nn.MultiheadAttention)");
+    auto run = [](const MhaFlags& f) { with_precision(f.common.dtype, [&]<class T>() { run_mha<T>(f); }); };
+    auto [f, cmd] = add_command<MhaFlags>(app, "mha", "Multi-head attention with projections (torch.nn.MultiheadAttention)", run,
+                                          kParamFlagPhrases);
     add_mha_model_flags(*cmd, *f);
     cmd->add_option("--model", f->model_dir, "a Hugging Face checkpoint folder: config.json + model.safetensors (or shards)")
         ->check(file_name());
@@ -177,5 +180,4 @@ Examples:
   attntrace mha -q x.npy --heads 8 --seed 1 --causal -o out.npy --attn-weights w.npy
   attntrace mha -q q.npy -k kv.npy --heads 5 --params d2l.safetensors --valid-lens 3,2
   attntrace mha --model gpt2/ --layer 5 -q hidden5.npy --attn-weights w.npy)");
-    cmd->callback([f] { with_precision(f->common.dtype, [&]<class T>() { run_mha<T>(*f); }); });
 }

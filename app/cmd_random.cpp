@@ -52,8 +52,8 @@ void run_random(const RandomOptions& opt) {
 }  // namespace
 
 void setup_random(CLI::App& app) {
-    auto opt = std::make_shared<RandomOptions>();
-    auto* cmd = app.add_subcommand("random", "Write a seeded random tensor");
+    auto [opt, cmd] = add_command<RandomOptions>(app, "random", "Write a seeded random tensor", run_random,
+                                                 {{"(or name the format)", "(or --to)"}});
     cmd->add_option("--shape", opt->shape, "comma-separated dims, e.g. 2,10,6")->required();
     cmd->add_option("--seed", opt->seed, "the seed of the mt19937_64 generator")
         ->capture_default_str();
@@ -63,7 +63,7 @@ void setup_random(CLI::App& app) {
     cmd->add_option("--dtype", opt->dtype, "the dtype written")
         ->check(CLI::IsMember({"f32", "f64"}))
         ->capture_default_str();
-    cmd->add_option("-o,--output", opt->output, "the output file; - writes stdout")->required()->check(file_name());
+    required_file(*cmd, "-o,--output", opt->output, "the output file; - writes stdout");
     cmd->add_option("--to", opt->to, "the output format (default: by extension, npy for -)")
         ->check(CLI::IsMember({"npy", "json"}));
     cmd->footer(R"(The values are the same on every machine: std::mt19937_64(seed); uniform is
@@ -74,5 +74,4 @@ Examples:
   attntrace random --shape 2,10,6 --seed 1 -o data/x.npy
   attntrace random --shape 4,4 --dist uniform --dtype f64 -o u.json
   attntrace random --shape 2,3 -o - | attntrace info -)");
-    cmd->callback([opt] { run_random(*opt); });
 }

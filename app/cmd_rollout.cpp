@@ -48,8 +48,14 @@ void run_rollout(const RolloutFlags& f) {
 }  // namespace
 
 void setup_rollout(CLI::App& app) {
-    auto f = std::make_shared<RolloutFlags>();
-    auto* cmd = app.add_subcommand("rollout", "Attention rollout across layers (Abnar & Zuidema 2020)");
+    auto run = [](const RolloutFlags& f) {
+        if (f.dtype == "f64") {
+            run_rollout<double>(f);
+        } else {
+            run_rollout<float>(f);
+        }
+    };
+    auto [f, cmd] = add_command<RolloutFlags>(app, "rollout", "Attention rollout across layers (Abnar & Zuidema 2020)", run);
     cmd->add_option("WEIGHTS", f->layers, "each layer's weights, first layer first: (B, H, L, L), (H, L, L) or (L, L)")
         ->required();
     cmd->add_option("-o,--output", f->output, "write the rollout (B, L, L) or (L, L): .npy, .json, or - (stdout)");
@@ -64,11 +70,4 @@ input token flows into position i at the top of the stack.
 Examples:
   attntrace mha -q x.npy --heads 4 --attn-weights w0.npy ... (one file per layer)
   attntrace rollout w0.npy w1.npy w2.npy -o rollout.npy --plot rollout.png --labels tokens.txt)");
-    cmd->callback([f] {
-        if (f->dtype == "f64") {
-            run_rollout<double>(*f);
-        } else {
-            run_rollout<float>(*f);
-        }
-    });
 }

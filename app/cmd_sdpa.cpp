@@ -31,8 +31,10 @@ void run_sdpa(const AttentionFlags& f) {
     const std::size_t rank = q.array.dimension();
     const auto positions = positions_from_flags<T>(f, rank >= 3 ? q.array.shape()[rank - 3] : 1,
                                                    rank ? q.array.shape()[rank - 1] : 0);
-    auto result = attntrace::sdpa(q.array, k.array, v.array, masks, run.options, &run.recorder,
-                                  positions.any() ? &positions : nullptr);
+    auto result = naming_flags(kPositionFlagNames, [&] {
+        return attntrace::sdpa(q.array, k.array, v.array, masks, run.options, &run.recorder,
+                               positions.any() ? &positions : nullptr);
+    });
 
     const attntrace::TraceContext context{attntrace::sdpa_header(result), "sdpa", shared_trace_options(f, masks, result),
                                           inputs_json(q, k, v), {}};
@@ -42,11 +44,11 @@ void run_sdpa(const AttentionFlags& f) {
 }  // namespace
 
 void setup_sdpa(CLI::App& app) {
-    auto f = std::make_shared<AttentionFlags>();
-    auto* cmd = app.add_subcommand("sdpa", "Scaled dot-product attention on Q, K, V (no projections)");
-    cmd->add_option("-q,--query", f->query, "Q (..., Lq, E)")->required()->check(file_name());
-    cmd->add_option("-k,--key", f->key, "K (..., Lk, E)")->required()->check(file_name());
-    cmd->add_option("-v,--value", f->value, "V (..., Lk, Ev)")->required()->check(file_name());
+    auto run = [](const AttentionFlags& f) { with_precision(f.dtype, [&]<class T>() { run_sdpa<T>(f); }); };
+    auto [f, cmd] = add_command<AttentionFlags>(app, "sdpa", "Scaled dot-product attention on Q, K, V (no projections)", run);
+    required_file(*cmd, "-q,--query", f->query, "Q (..., Lq, E)");
+    required_file(*cmd, "-k,--key", f->key, "K (..., Lk, E)");
+    required_file(*cmd, "-v,--value", f->value, "V (..., Lk, Ev)");
     add_attention_flags(*cmd, *f);
     cmd->footer(R"(softmax(Q Kᵀ · scale + mask) V, as torch.nn.functional.scaled_dot_product_attention.
 Q, K and V may have any number of equal leading dims; the output is (..., Lq, Ev).
@@ -55,5 +57,4 @@ Examples:
   attntrace sdpa -q data/atcold/q1.npy -k data/atcold/k.npy -v data/atcold/v.npy --scale 0.125 --trace values
   attntrace sdpa -q q.npy -k k.npy -v v.npy --causal -o out.npy --attn-weights w.json
   attntrace sdpa -q q.npy -k k.npy -v v.npy --rotary half --window 4 --causal-align lower-right)");
-    cmd->callback([f] { with_precision(f->dtype, [&]<class T>() { run_sdpa<T>(*f); }); });
 }

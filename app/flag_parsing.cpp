@@ -38,6 +38,10 @@ CLI::Validator file_name() {
         "");
 }
 
+CLI::Option* required_file(CLI::App& cmd, const std::string& name, std::string& path, const std::string& help) {
+    return cmd.add_option(name, path, help)->required()->check(file_name());
+}
+
 CLI::Validator positive_integer(std::uint64_t max) {
     return CLI::Validator(
         [max](std::string& text) -> std::string {
@@ -54,6 +58,15 @@ std::string with_flag_name(const std::string& message, const FlagNames& flags) {
     for (const auto& [parameter, flag] : flags) {
         const std::string prefix = std::string(parameter) + ": ";
         if (message.rfind(prefix, 0) == 0) return std::string(flag) + ": " + message.substr(prefix.size());
+    }
+    return message;
+}
+
+std::string with_flag_phrases(std::string message, const FlagNames& phrases) {
+    for (const auto& [phrase, words] : phrases) {
+        if (phrase.empty()) continue;
+        for (auto at = message.find(phrase); at != std::string::npos; at = message.find(phrase, at + words.size()))
+            message.replace(at, phrase.size(), words);
     }
     return message;
 }

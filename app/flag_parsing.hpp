@@ -21,6 +21,9 @@ std::uint64_t parse_seed(const std::string& text, const std::string& flag = "--s
 // --params '' must not silently mean "no parameters".
 CLI::Validator file_name();
 
+// A required file flag or argument: CMD.add_option(NAME, PATH, HELP), required, checked by file_name().
+CLI::Option* required_file(CLI::App& cmd, const std::string& name, std::string& path, const std::string& help);
+
 #include <utility>
 
 #include "attntrace/errors.hpp"
@@ -30,13 +33,24 @@ CLI::Validator file_name();
 using FlagNames = std::vector<std::pair<std::string_view, std::string_view>>;
 std::string with_flag_name(const std::string& message, const FlagNames& flags);
 
-// Runs FN, rethrowing a library UsageError with the flag's name in place of the parameter's.
+// The library speaks of an option by its meaning inside a message too ("no tensor name starts with
+// the prefix 'x.'", "; turn the output projection off to ..."): PHRASES maps each such phrase to
+// the app's words ("--prefix 'x.'", "; pass --no-out-proj to ..."), replaced wherever it stands.
+std::string with_flag_phrases(std::string message, const FlagNames& phrases);
+
+// Runs FN, rethrowing a library error in the app's words: a UsageError with the flag's name in
+// place of the parameter's at its start (FLAGS), and any UsageError, InputError or ShapeError with
+// PHRASES replaced (the same type again, so the exit code stays).
 template <class Fn>
-decltype(auto) naming_flags(const FlagNames& flags, Fn&& fn) {
+decltype(auto) naming_flags(const FlagNames& flags, Fn&& fn, const FlagNames& phrases = {}) {
     try {
         return fn();
     } catch (const attntrace::UsageError& e) {
-        throw attntrace::UsageError(with_flag_name(e.what(), flags));
+        throw attntrace::UsageError(with_flag_phrases(with_flag_name(e.what(), flags), phrases));
+    } catch (const attntrace::ShapeError& e) {
+        throw attntrace::ShapeError(with_flag_phrases(e.what(), phrases));
+    } catch (const attntrace::InputError& e) {
+        throw attntrace::InputError(with_flag_phrases(e.what(), phrases));
     }
 }
 

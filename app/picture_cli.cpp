@@ -78,7 +78,10 @@ std::string draw_pictures(const PictureFlags& f, const PooledWeights& weights, c
                           const AxisLabels& labels, FILE* stream, const std::vector<std::string>& names) {
     if (!f.plot.empty()) {
         PlotOptions o{title, labels.query, labels.key, f.batch, shown_heads(f)};
-        write_file_atomically(f.plot, ends_with(f.plot, ".png") ? plot_png(weights, o) : plot_svg(weights, o));
+        const std::string bytes = naming_flags(kPictureFlagNames, [&] {
+            return ends_with(f.plot, ".png") ? plot_png(weights, o) : plot_svg(weights, o);
+        });
+        write_file_atomically(f.plot, bytes);
     }
     if (!f.heatmap) return "";
     HeatmapStyle style;
@@ -89,5 +92,5 @@ std::string draw_pictures(const PictureFlags& f, const PooledWeights& weights, c
     style.batch = f.batch;
     style.heads = shown_heads(f);
     style.names = names;
-    return render_heatmaps(weights, style);
+    return naming_flags(kPictureFlagNames, [&] { return render_heatmaps(weights, style); });
 }

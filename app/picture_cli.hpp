@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "attntrace/pooled.hpp"
+#include "flag_parsing.hpp"
 
 struct PictureFlags {
     bool heatmap = false;
@@ -22,6 +23,9 @@ struct PictureFlags {
     // The pictures' files, for the output checks.
     std::vector<std::string> outputs() const { return {plot, report}; }
 };
+
+// The pictures' parameters (plot.hpp's chosen_heads) and the flags that set them.
+inline const FlagNames kPictureFlagNames = {{"batch", "--batch"}, {"shown heads", "--show-heads"}};
 
 // Cells per axis of the pooled weights kept for pictures (the bound: 1024 x 1024 per head).
 inline constexpr std::size_t kPictureCells = 1024;

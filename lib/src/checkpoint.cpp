@@ -64,19 +64,20 @@ struct ConfigReader {
         const auto found = count_of(keys);
         return found ? *found : count(*keys.begin());
     }
-    double number(const char* key, double fallback) const {
+    // KEY's value, FALLBACK when absent; a value that IS_KIND refuses is an error ("must be WHAT").
+    template <class V, class IsKind>
+    V typed(const char* key, V fallback, IsKind is_kind, const char* what) const {
         const json* v = find(key);
         if (!v) return fallback;
-        if (!v->is_number()) fail(source, "config key '" + std::string(key) + "' must be a number, not " + v->dump());
+        if (!is_kind(*v)) fail(source, "config key '" + std::string(key) + "' must be " + what + ", not " + v->dump());
         values[key] = *v;
-        return v->get<double>();
+        return v->get<V>();
+    }
+    double number(const char* key, double fallback) const {
+        return typed(key, fallback, [](const json& v) { return v.is_number(); }, "a number");
     }
     bool flag(const char* key, bool fallback) const {
-        const json* v = find(key);
-        if (!v) return fallback;
-        if (!v->is_boolean()) fail(source, "config key '" + std::string(key) + "' must be true or false, not " + v->dump());
-        values[key] = *v;
-        return v->get<bool>();
+        return typed(key, fallback, [](const json& v) { return v.is_boolean(); }, "true or false");
     }
 };
 
@@ -449,7 +450,6 @@ const char* norm_name(NormKind n) {
     return "";
 }
 
-// "LayerNorm (eps 1e-05) -> project q/k/v -> ..." : what --model does with layer N.
 }  // namespace
 
 std::string describe_layer(const LayerConfig& c) {
@@ -521,7 +521,7 @@ std::string checkpoint_info(const std::string& path) {
         o << "\n";
     };
     if (!info.contains("layer")) {
-        o << path << ": safetensors, " << info["tensors"].size() << " tensors (no config.json: --model takes the folder)\n";
+        o << path << ": safetensors, " << info["tensors"].size() << " tensors (no config.json: a checkpoint is read from its folder)\n";
         for (const json& t : info["tensors"]) tensor_line(t, false);
         return o.str();
     }
@@ -532,7 +532,7 @@ std::string checkpoint_info(const std::string& path) {
     for (const json& layer : info["layer"]) {
         o << "layer " << layer["index"] << ":\n";
         for (const json& t : layer["tensors"]) tensor_line(t, true);
-        o << "  --model --layer " << layer["index"] << ": " << layer["model_plan"].get<std::string>() << "\n";
+        o << "  plan of layer " << layer["index"] << ": " << layer["model_plan"].get<std::string>() << "\n";
     }
     return o.str();
 }

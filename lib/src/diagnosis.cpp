@@ -25,7 +25,7 @@ struct Hypothesis {
 struct Dims {
     std::size_t E = 0, H = 1, G = 1, P = 0, Pv = 0, Lq = 0, Lk = 0;
     double scale = 0;          // the reference's
-    std::string scale_origin;  // "1/sqrt(P), P = 3" or "--scale"
+    std::string scale_origin;  // "1/sqrt(P), P = 3 the head dim" or "the given scale"
 };
 
 // H, G, P, Pv from q_heads (B, H, Lq, P), k_heads, v_heads; Lq, Lk from weights (..., Lq, Lk).
@@ -44,7 +44,7 @@ Dims dims_of(const CheckProblem& p, const StageValues& ref) {
         d.P = d.E, d.Pv = p.value.shape().back();
     }
     d.scale = p.options.scale ? *p.options.scale : 1 / std::sqrt(static_cast<double>(d.P));
-    d.scale_origin = p.options.scale ? "--scale" : "1/sqrt(P), P = " + std::to_string(d.P) + " the head dim";
+    d.scale_origin = p.options.scale ? "the given scale" : "1/sqrt(P), P = " + std::to_string(d.P) + " the head dim";
     return d;
 }
 

@@ -192,14 +192,14 @@ constexpr std::array<SchemeTrigger, 4> triggers{{
                                  const std::string& prefix) {
     std::string message = "no attention parameters found: expected in_proj_weight, q_proj_weight, W_q.weight or "
                           "toqueries.weight";
-    if (!prefix.empty()) message += " after --prefix '" + prefix + "'";
+    if (!prefix.empty()) message += " after the prefix '" + prefix + "'";
     message += " (names present: " + (present.empty() ? std::string("none") : name_list(present)) + ")";
-    // a checkpoint's layer: "encoder.layers.0.self_attn.in_proj_weight" wants --prefix
+    // a checkpoint's layer: "encoder.layers.0.self_attn.in_proj_weight" wants a prefix
     for (const std::string& name : present) {
         for (const SchemeTrigger& t : triggers) {
             const std::string_view n = name, suffix = t.name;
             if (n.size() > suffix.size() && n.ends_with(suffix)) {
-                message += "; to use names under a prefix, pass --prefix " +
+                message += "; to use names under a prefix, give the prefix " +
                            name.substr(0, name.size() - suffix.size());
                 fail(source, message);
             }
@@ -231,7 +231,7 @@ MhaParams<T> map_param_names(Tensors<T> all, const std::string& path, const std:
         if (name.starts_with(prefix)) kept.emplace(name.substr(prefix.size()), std::move(array));
     }
     if (kept.empty() && !prefix.empty()) {
-        fail(path, "no tensor name starts with --prefix '" + prefix + "' (names present: " +
+        fail(path, "no tensor name starts with the prefix '" + prefix + "' (names present: " +
                        (present.empty() ? std::string("none") : name_list(present)) + ")");
     }
     const SchemeTrigger* trigger = nullptr;
@@ -255,8 +255,8 @@ MhaParams<T> map_param_names(Tensors<T> all, const std::string& path, const std:
         resolve_linears(names, p, dims, {"toqueries", "tokeys", "tovalues"}, {"unifyheads"});
     }
     if (dims.out_proj && !p.w_o) {
-        fail(path, "no output projection (out_proj.weight / W_o.weight / unifyheads.weight); pass --no-out-proj to "
-                   "concatenate the heads without one");
+        fail(path, "no output projection (out_proj.weight / W_o.weight / unifyheads.weight); turn the output "
+                   "projection off to concatenate the heads without one");
     }
     p.names = names.used();
     p.ignored = names.left();

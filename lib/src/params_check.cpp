@@ -106,8 +106,8 @@ HeadSizes check_mha_params(const MhaParams<T>& p, const MhaDims& dims) {
 
     HeadSizes sizes{P, Pv, H * Pv};
     if (dims.out_proj && !p.w_o) {
-        fail(src, "no output projection (out_proj.weight / W_o.weight / unifyheads.weight); pass --no-out-proj to "
-                  "concatenate the heads without one");
+        fail(src, "no output projection (out_proj.weight / W_o.weight / unifyheads.weight); turn the output "
+                  "projection off to concatenate the heads without one");
     }
     if (p.b_o && !p.w_o) fail(src, l.b_o + " without " + l.w_o);
     if (p.w_o) {

@@ -17,11 +17,11 @@ namespace attntrace {
 std::vector<std::size_t> chosen_heads(const PooledWeights& weights, std::size_t batch,
                                       const std::vector<std::size_t>& heads) {
     if (batch >= weights.batches())
-        throw UsageError("--batch: " + std::to_string(batch) + " is out of range (the weights have " +
+        throw UsageError("batch: " + std::to_string(batch) + " is out of range (the weights have " +
                          std::to_string(weights.batches()) + " batch rows)");
     for (auto h : heads)
         if (h >= weights.heads())
-            throw UsageError("--show-heads: head " + std::to_string(h) + " is out of range (there are " +
+            throw UsageError("shown heads: head " + std::to_string(h) + " is out of range (there are " +
                              std::to_string(weights.heads()) + " heads)");
     if (!heads.empty()) return heads;
     std::vector<std::size_t> all(weights.heads());

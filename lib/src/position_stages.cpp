@@ -64,7 +64,7 @@ void positions(const PositionStages<T>* pos, std::size_t b, std::size_t p, const
                const Reporter<T>& rep) {
     if (!pos) return;
     if (pos->rotary && pos->rotary->dims > p)
-        throw UsageError("--rotary-dims: " + std::to_string(pos->rotary->dims) + " is past the head dim " +
+        throw UsageError("rotary dims: " + std::to_string(pos->rotary->dims) + " is past the head dim " +
                          std::to_string(p));
     if (pos->rotary || pos->q_norm) {
         const std::size_t shift = pos->visibility.lower_right && k.l > q.l ? k.l - q.l : 0;
@@ -77,7 +77,7 @@ void positions(const PositionStages<T>* pos, std::size_t b, std::size_t p, const
     }
     if (!pos->alibi.empty()) {
         if (pos->alibi.size() != alibi_heads)
-            throw UsageError("--alibi: " + std::to_string(pos->alibi.size()) + " slopes for " +
+            throw UsageError("ALiBi: " + std::to_string(pos->alibi.size()) + " slopes for " +
                              std::to_string(alibi_heads) + " heads");
         plan.alibi = pos->alibi.data();
         plan.alibi_heads = alibi_heads;

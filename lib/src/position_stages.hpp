@@ -26,7 +26,8 @@ std::optional<Array<T>> normed(const Array<T>& x, const PositionStages<T>* pos, 
 // positions: Qwen3's per-head q/k RMSNorm and the rotary embedding rewrite Q and K in place
 // (reported as q_rotary / k_rotary with the shapes Q_SHOWN / K_SHOWN); ALiBi slopes over
 // ALIBI_HEADS, the causal alignment and the window go into PLAN and its description. Nothing
-// without POS.
+// without POS. UsageError "rotary dims: ..." past the head dim P, "ALiBi: ..." for a slope count
+// other than ALIBI_HEADS (the app names its flags).
 template <class T>
 void positions(const PositionStages<T>* pos, std::size_t b, std::size_t p, const HeadRows<T>& q, const HeadRows<T>& k,
                const Shape& q_shown, const Shape& k_shown, MaskPlan<T>& plan, std::size_t alibi_heads,

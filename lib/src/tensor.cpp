@@ -19,18 +19,10 @@ struct DTypeInfo {
 
 // Indexed by the enum's value.
 constexpr std::array<DTypeInfo, 12> dtype_table{{
-    {DType::f2, 2, "f2", "float16"},
-    {DType::f4, 4, "f4", "float32"},
-    {DType::f8, 8, "f8", "float64"},
-    {DType::i1, 1, "i1", "int8"},
-    {DType::i2, 2, "i2", "int16"},
-    {DType::i4, 4, "i4", "int32"},
-    {DType::i8, 8, "i8", "int64"},
-    {DType::u1, 1, "u1", "uint8"},
-    {DType::u2, 2, "u2", "uint16"},
-    {DType::u4, 4, "u4", "uint32"},
-    {DType::u8, 8, "u8", "uint64"},
-    {DType::b1, 1, "b1", "bool"},
+    {DType::f2, 2, "f2", "float16"}, {DType::f4, 4, "f4", "float32"}, {DType::f8, 8, "f8", "float64"},
+    {DType::i1, 1, "i1", "int8"},    {DType::i2, 2, "i2", "int16"},   {DType::i4, 4, "i4", "int32"},
+    {DType::i8, 8, "i8", "int64"},   {DType::u1, 1, "u1", "uint8"},   {DType::u2, 2, "u2", "uint16"},
+    {DType::u4, 4, "u4", "uint32"},  {DType::u8, 8, "u8", "uint64"},  {DType::b1, 1, "b1", "bool"},
 }};
 
 const DTypeInfo& info(DType dtype) { return dtype_table[static_cast<std::size_t>(dtype)]; }

@@ -37,7 +37,7 @@ LoadedTensor<T> parse_tensor(std::string_view bytes, const std::string& name) {
     case Sniffed::blank: throw InputError(name + ": empty file (only whitespace)");
     case Sniffed::safetensors:
         throw InputError(name + ": not a .npy or JSON tensor (starts with " + bytes_repr(bytes, 8) +
-                         "); a .safetensors file holds named tensors: give it to mha --params");
+                         "); a .safetensors file holds named tensors: read it as attention parameters");
     case Sniffed::unknown: break;
     }
     std::string message = name + ": not a .npy or JSON tensor (starts with " + bytes_repr(bytes, 8) + ")";
@@ -80,7 +80,7 @@ void save_tensor(const std::string& path, const Array<T>& array, std::optional<F
     if (!format) format = format_from_extension(path);
     if (!format && path != "-") format = format_of_existing(path);
     if (!format) {
-        throw UsageError(path + ": cannot tell the format from the extension; use .npy or .json (or --to)");
+        throw UsageError(path + ": cannot tell the format from the extension; use .npy or .json (or name the format)");
     }
     if (*format == FileFormat::json) return write_file_atomically(path, json_tensor_text<T>(array));
     if constexpr (std::endian::native == std::endian::little) {  // the data as it is in memory

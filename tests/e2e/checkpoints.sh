@@ -120,7 +120,8 @@ fi
 # ---- info ----------------------------------------------------------------------------------------
 if "$ATTNTRACE" info "$MODELS/mistral" > "$work/info.txt" 2>&1 &&
     grep -q "mistral, 3 layers" "$work/info.txt" && grep -q "model.layers.2.self_attn.k_proj.weight  F32 (8, 32)" "$work/info.txt" &&
-    grep -q "sliding window 3" "$work/info.txt"; then
+    grep -q "sliding window 3" "$work/info.txt" && grep -q "^  --model --layer 2: RMSNorm" "$work/info.txt" &&
+    "$ATTNTRACE" info "$MODELS/mistral/model-00001-of-00002.safetensors" | grep -q "(no config.json: --model takes the folder)"; then
     passed=$((passed + 1))
 else
     fail "info" "info on the mistral checkpoint"

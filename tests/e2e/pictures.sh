@@ -111,9 +111,9 @@ $PF svg "$W/r.svg" > "$W/r.json" || fail "rollout SVG"
 usage_error "${SDPA[@]}" --plot "$W/p.jpg"
 error_line "--plot" ".png or .svg"
 usage_error "${SDPA[@]}" --plot "$W/p.png" --show-heads 5
-error_line "--show-heads" "head 5"
+error_line "--show-heads: head 5 is out of range"
 usage_error "${SDPA[@]}" --heatmap --batch 2
-error_line "--batch"
+error_line "--batch: 2 is out of range"
 usage_error "${SDPA[@]}" --labels "$W/tokens.txt"
 error_line "--labels" "need --heatmap"
 printf 'a\nb\n' > "$W/two.txt"

@@ -9,6 +9,7 @@
 #include "attntrace/attention.hpp"
 #include "attntrace/errors.hpp"
 #include "attntrace/params.hpp"
+#include "attntrace/positions.hpp"
 #include "attntrace/random.hpp"
 
 using namespace attntrace;
@@ -54,6 +55,17 @@ TEST_CASE("softmax weights are rows that sum to 1") {
         CHECK(sum == doctest::Approx(1.0).epsilon(1e-12));
     }
     CHECK(r.scale == doctest::Approx(0.5));
+}
+
+TEST_CASE("positions the heads cannot take are usage errors naming the parameter") {
+    auto q = random_tensor<double>({3, 2, 4}, Distribution::normal, 1);  // H=3 heads, L=2, P=4
+    PositionStages<double> pos;
+    pos.rotary = Rotary{RotaryStyle::half, 6, rope_inv_freq(6, 10000, RopeScaling{})};
+    CHECK_THROWS_WITH_AS(sdpa<double>(q, q, q, {}, {}, nullptr, &pos), "rotary dims: 6 is past the head dim 4",
+                         UsageError);
+    pos.rotary.reset();
+    pos.alibi = alibi_slopes(2);
+    CHECK_THROWS_WITH_AS(sdpa<double>(q, q, q, {}, {}, nullptr, &pos), "ALiBi: 2 slopes for 3 heads", UsageError);
 }
 
 TEST_CASE("a query row with no allowed key gets zero weights and a zero output") {

@@ -138,12 +138,22 @@ TEST_CASE("a directory's stage files in forward order; other names ignored; two 
                     attntrace::InputError);
 }
 
-TEST_CASE("check_implementation: the reference's own stages match; unscaled scores are missing_scale") {
+namespace {
+
+// An sdpa problem: Q (2, 3, 4), K (2, 5, 4), V (2, 5, 2), the default scale 1/sqrt(4).
+attntrace::CheckProblem small_sdpa() {
     attntrace::CheckProblem p;
     p.is_mha = false;
     p.query = iota({2, 3, 4});
     p.key = iota({2, 5, 4}) * 0.5;
     p.value = iota({2, 5, 2});
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("check_implementation: the reference's own stages match; unscaled scores are missing_scale") {
+    attntrace::CheckProblem p = small_sdpa();
     const StageValues ref = attntrace::run_stages(p);
     attntrace::testing::TempDir dir;
     for (const char* s : {"scores", "weights", "output"}) attntrace::save_tensor(dir / (std::string(s) + ".npy"), ref.at(s));
@@ -162,4 +172,16 @@ TEST_CASE("check_implementation: the reference's own stages match; unscaled scor
     CHECK(json["stages"][3]["status"] == "differs");
     CHECK(json["stages"][3]["where"].size() == 3);
     CHECK(json["stages"][0]["max_abs"].is_null());
+}
+
+TEST_CASE("a scale given in the options is named as the given scale in the diagnosis") {
+    attntrace::CheckProblem p = small_sdpa();
+    p.options.scale = 0.2;
+    const StageValues ref = attntrace::run_stages(p);
+    attntrace::testing::TempDir dir;
+    attntrace::save_tensor(dir / "scores.npy", Array<double>(ref.at("scores") * 5.0));  // the 0.2 left out
+    const auto report = attntrace::check_implementation(p, dir.path.string(), {});
+    REQUIRE(report.diagnosis);
+    CHECK(report.diagnosis->code == "missing_scale");
+    CHECK(report.diagnosis->detail == "scores not multiplied by the scale 0.2 = the given scale");
 }

@@ -108,3 +108,16 @@ TEST_CASE("rope_parameters (new style) is read like rope_theta + rope_scaling") 
     CHECK(a.rotary->inv_freq == b.rotary->inv_freq);
     CHECK(a.rotary->inv_freq[0] == 0.25);
 }
+
+TEST_CASE("the checkpoint text gives each layer's plan; a lone .safetensors file says a checkpoint is a folder") {
+    const std::string text = attntrace::checkpoint_info(models + "mistral");
+    for (std::size_t n = 0; n < 3; ++n) {
+        const auto layer = attntrace::open_checkpoint_layer(models + "mistral", n);
+        const std::string line = "  plan of layer " + std::to_string(n) + ": " + attntrace::describe_layer(layer.config) + "\n";
+        CHECK_MESSAGE(text.find(line) != std::string::npos, line);
+    }
+    const std::string shard = models + "mistral/model-00001-of-00002.safetensors";
+    CHECK(attntrace::checkpoint_info(shard).rfind(shard + ": safetensors, ", 0) == 0);
+    CHECK(attntrace::checkpoint_info(shard).find(" tensors (no config.json: a checkpoint is read from its folder)\n") !=
+          std::string::npos);
+}

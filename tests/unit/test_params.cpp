@@ -165,7 +165,7 @@ TEST_CASE("check_mha_params returns the per-head sizes the shapes imply") {
     CHECK(s.out_dim == 6);
 }
 
-TEST_CASE("a checkpoint's layer needs --prefix, and the error says which") {
+TEST_CASE("a checkpoint's layer needs a prefix, and the error says which") {
     const json& c = manifest_case("prefixed");
     const std::string path = good("prefixed", "safetensors");
     CHECK_THROWS_WITH_AS(
@@ -175,11 +175,11 @@ TEST_CASE("a checkpoint's layer needs --prefix, and the error says which") {
                 "encoder.layers.0.self_attn.extra_scale, encoder.layers.0.self_attn.in_proj_bias, "
                 "encoder.layers.0.self_attn.in_proj_weight, encoder.layers.0.self_attn.out_proj.bias, "
                 "encoder.layers.0.self_attn.out_proj.weight, encoder.layers.1.self_attn.in_proj_weight); "
-                "to use names under a prefix, pass --prefix encoder.layers.0.self_attn.")
+                "to use names under a prefix, give the prefix encoder.layers.0.self_attn.")
             .c_str(),
         InputError);
     CHECK_THROWS_WITH_AS(attntrace::load_mha_params<float>(path, "decoder.", dims_of(c)),
-                         (path + ": no tensor name starts with --prefix 'decoder.' (names present: "
+                         (path + ": no tensor name starts with the prefix 'decoder.' (names present: "
                                  "encoder.layers.0.linear1.weight, encoder.layers.0.self_attn.extra_scale, "
                                  "encoder.layers.0.self_attn.in_proj_bias, encoder.layers.0.self_attn.in_proj_weight, "
                                  "encoder.layers.0.self_attn.out_proj.bias, encoder.layers.0.self_attn.out_proj.weight, "
@@ -188,8 +188,8 @@ TEST_CASE("a checkpoint's layer needs --prefix, and the error says which") {
                          InputError);
     // the second layer under its own prefix: its in_proj_weight, but no out_proj there
     CHECK_THROWS_WITH_AS(attntrace::load_mha_params<float>(path, "encoder.layers.1.self_attn.", dims_of(c)),
-                         (path + ": no output projection (out_proj.weight / W_o.weight / unifyheads.weight); pass "
-                                 "--no-out-proj to concatenate the heads without one")
+                         (path + ": no output projection (out_proj.weight / W_o.weight / unifyheads.weight); turn the "
+                                 "output projection off to concatenate the heads without one")
                              .c_str(),
                          InputError);
     MhaDims no_out = dims_of(c);
@@ -243,14 +243,14 @@ TEST_CASE("a required name missing from the chosen scheme is an InputError namin
     CHECK(with_kv.ignored.empty());
 }
 
-TEST_CASE("without an output projection in the file, --no-out-proj is required; with it, one is ignored") {
+TEST_CASE("without an output projection in the file, out_proj must be off; with it off, one is ignored") {
     const json& s004 = manifest_case("seed004");
     MhaDims with_out = dims_of(s004);
     with_out.out_proj = true;
     const std::string path = good("seed004", "json");
     CHECK_THROWS_WITH_AS(attntrace::load_mha_params<float>(path, "", with_out),
-                         (path + ": no output projection (out_proj.weight / W_o.weight / unifyheads.weight); pass "
-                                 "--no-out-proj to concatenate the heads without one")
+                         (path + ": no output projection (out_proj.weight / W_o.weight / unifyheads.weight); turn the "
+                                 "output projection off to concatenate the heads without one")
                              .c_str(),
                          InputError);
     const json& self = manifest_case("torch_self");

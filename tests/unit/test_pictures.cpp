@@ -11,6 +11,7 @@
 #include "attntrace/errors.hpp"
 #include "attntrace/heatmap.hpp"
 #include "attntrace/labels.hpp"
+#include "attntrace/plot.hpp"
 #include "attntrace/pooled.hpp"
 #include "attntrace/random.hpp"
 #include "attntrace/rollout.hpp"
@@ -100,6 +101,16 @@ TEST_CASE("a pooled grid never exceeds its cell bound") {
     CHECK(p.q_block == 32);
     CHECK(attntrace::pooled_grid({1}, 1025, 3, 1024).rows == 513);  // block 2
     CHECK_THROWS_AS(attntrace::pool_block(5, 0), attntrace::UsageError);
+}
+
+TEST_CASE("a batch row or head past the weights is a usage error naming the picture's parameter") {
+    const auto p = attntrace::pool_weights(Array<double>::from_shape({2, 3, 4, 4}), 4);  // B=2, H=3
+    CHECK(attntrace::chosen_heads(p, 1, {}) == std::vector<std::size_t>{0, 1, 2});
+    CHECK(attntrace::chosen_heads(p, 0, {2, 0}) == std::vector<std::size_t>{2, 0});
+    CHECK_THROWS_WITH_AS(attntrace::chosen_heads(p, 2, {}), "batch: 2 is out of range (the weights have 2 batch rows)",
+                         attntrace::UsageError);
+    CHECK_THROWS_WITH_AS(attntrace::chosen_heads(p, 0, {0, 3}), "shown heads: head 3 is out of range (there are 3 heads)",
+                         attntrace::UsageError);
 }
 
 TEST_CASE("viridis gives matplotlib's colour for each value") {

@@ -231,9 +231,9 @@ TEST_CASE("save_tensor writes the format its extension names, or the one given")
     CHECK(load_tensor<float>(dir / "a.NPY").array == array);
 
     CHECK(error_of<UsageError>([&] { save_tensor(dir / "out", array); }) ==
-          dir / "out" + ": cannot tell the format from the extension; use .npy or .json (or --to)");
+          dir / "out" + ": cannot tell the format from the extension; use .npy or .json (or name the format)");
     CHECK(error_of<UsageError>([&] { save_tensor("-", array); }) ==
-          "-: cannot tell the format from the extension; use .npy or .json (or --to)");
+          "-: cannot tell the format from the extension; use .npy or .json (or name the format)");
     CHECK(entries(dir.path) == std::set<std::string>{"a.json", "a.NPY", "a.txt", "b.npy"});
 }
 

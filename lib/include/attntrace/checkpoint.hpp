@@ -63,7 +63,7 @@ struct LayerConfig {
 // Reads layer N's settings from CONFIG (SOURCE names the file in messages).
 LayerConfig read_layer_config(const nlohmann::json& config, const std::string& source, std::size_t layer);
 
-// "LayerNorm (eps 1e-05) -> q/k/v projections -> ... -> output projection": what --model does.
+// "LayerNorm (eps 1e-05) -> q/k/v projections -> ... -> output projection": what the layer computes.
 std::string describe_layer(const LayerConfig& config);
 
 // One tensor of the checkpoint as stored.
@@ -107,7 +107,9 @@ template <class T>
 PositionStages<T> positions_for_layer(const LayerConfig& config, const LayerWeights<T>& weights, bool input_normed);
 
 // `attntrace info` on a checkpoint folder or a .safetensors file: the layers, each layer's
-// attention tensors with dtypes and shapes, and what --model would do. One text block.
+// attention tensors with dtypes and shapes, and its plan ("  plan of layer N: " describe_layer;
+// the app says how to run it). A lone .safetensors file: "(no config.json: a checkpoint is read
+// from its folder)". One text block.
 std::string checkpoint_info(const std::string& path);
 // The same as one JSON object: path, model_type, layers, hidden, heads, kv_heads, head_dim, config,
 // layer: [{index, tensors: [{name, dtype, shape, file}], model_plan}] (a lone .safetensors file:

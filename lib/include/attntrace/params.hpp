@@ -33,7 +33,7 @@ struct MhaParams {
     std::optional<Array<T>> b_q;  // (H*P)
     std::optional<Array<T>> b_k;  // (G*P)
     std::optional<Array<T>> b_v;  // (G*Pv)
-    std::optional<Array<T>> w_o;  // (PO, H*Pv); absent with --no-out-proj
+    std::optional<Array<T>> w_o;  // (PO, H*Pv); absent without an output projection
     std::optional<Array<T>> b_o;  // (PO)
     std::optional<Array<T>> bias_k;  // (1, 1, G*P): torch's add_bias_kv, one extra key row per batch
     std::optional<Array<T>> bias_v;  // (1, 1, G*Pv): its value row (both or neither)
@@ -52,7 +52,7 @@ struct MhaDims {
     std::size_t query_dim = 0;  // Eq
     std::size_t key_dim = 0;    // Ek
     std::size_t value_dim = 0;  // Ev
-    bool out_proj = true;       // false with --no-out-proj
+    bool out_proj = true;       // false: no output projection (the heads concatenated)
 };
 
 // The per-head sizes that follow from validated parameters.

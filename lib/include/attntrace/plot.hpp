@@ -33,6 +33,8 @@ std::string plot_svg(const PooledWeights& weights, const PlotOptions& options);
 std::string escape_markup(const std::string& s);
 
 // Checks BATCH and HEADS against WEIGHTS and returns the heads to draw (every head when empty).
+// UsageError "batch: 2 is out of range ..." or "shown heads: head 5 is out of range ..." (the app
+// names its flags, kPictureFlagNames).
 std::vector<std::size_t> chosen_heads(const PooledWeights& weights, std::size_t batch,
                                       const std::vector<std::size_t>& heads);
 

@@ -18,7 +18,8 @@ namespace attntrace {
 // ---- reading ----------------------------------------------------------------------------------
 
 // Loads PATH ("-" = stdin), detecting the format from the first bytes ("\x93NUMPY" or JSON), and
-// converts the values to T (float or double).
+// converts the values to T (float or double). A .safetensors file is an InputError advising to
+// "read it as attention parameters" (the app names its flag).
 template <class T>
 LoadedTensor<T> load_tensor(const std::string& path);
 
@@ -33,7 +34,8 @@ std::optional<FileFormat> format_from_extension(const std::string& path);
 
 // Writes ARRAY to PATH atomically ("-" = stdout). FORMAT defaults to the extension's, or npy for
 // an existing file that is not a regular file (/dev/null, a FIFO); any other path with neither an
-// extension nor a format is a UsageError. Failures are OutputErrors naming PATH ("is a
+// extension nor a format is a UsageError ("...; use .npy or .json (or name the format)": the app
+// says which flag names it). Failures are OutputErrors naming PATH ("is a
 // directory" for a directory, or a path ending in '/').
 template <class T>
 void save_tensor(const std::string& path, const Array<T>& array,
