@@ -380,8 +380,8 @@ def markdown(bench, rows, ceilings, threads, notes):
     torch_txt = (f"PyTorch {bench.torch_version} ({a.python}, BLAS_INFO={bench.torch_blas}, timed "
                  f"{' and '.join(bench.torch_envs)})" if bench.torch_version else f"no PyTorch in {a.python}")
     lines = [f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on {cpu_model()} "
-             f"({cores} cores), {kernels}, {torch_txt}; E=512, H=8, float32; medians of {a.reps} runs "
-             f"(start-up: 21). attntrace: the whole process; PyTorch: the warm forward alone in a fresh "
+             f"({cores} CPUs), {kernels}, {torch_txt}; E=512, H=8, float32; medians of {a.reps} "
+             f"{'run' if a.reps == 1 else 'runs'} (start-up: 21). attntrace: the whole process; PyTorch: the warm forward alone in a fresh "
              f"interpreter; ratio = PyTorch time / attntrace time.", ""]
     lines.append("sgemm ceiling (OpenBLAS, 2048³): " + ", ".join(f"{plural(t)} {sgemm[t]:.0f} GFLOP/s" for t in threads)
                  + ".")
@@ -433,7 +433,7 @@ def sweep(bench, threads, ceilings):
             break
         for t in counts:
             rows.append(bench.case(f"sweep{l}", f"scaling L={l}", 1, l, t, False, None, {}, (sgemm, {})))
-    table = ["| L | " + " | ".join(f"{t} threads" for t in counts) + " | peak RSS |",
+    table = ["| L | " + " | ".join(plural(t) for t in counts) + " | peak RSS |",
              "|---" * (len(counts) + 2) + "|"]
     for l in sorted({r["L"] for r in rows}):
         at = {r["threads"]: r for r in rows if r["L"] == l}
