@@ -202,12 +202,15 @@ def cpu_model():
 
 def parse_threads(text, cores):
     """The thread counts asked for that this machine can run, and a note on those it cannot."""
-    asked = sorted({int(t) for t in text.split(",") if t.strip()})
+    try:
+        asked = sorted({int(t) for t in text.split(",") if t.strip()})
+    except ValueError:
+        asked = []
     if not asked or asked[0] < 1:
         sys.exit(f"--threads {text}: give positive thread counts, e.g. 1,2,4,8,16")
     kept = [t for t in asked if t <= cores]
     skipped = [t for t in asked if t > cores]
-    note = f"skipped {', '.join(map(str, skipped))} threads: this machine has {cores} cores" if skipped else ""
+    note = f"skipped {', '.join(map(str, skipped))} threads: this machine has {cores} CPUs" if skipped else ""
     return kept, note
 
 
@@ -316,7 +319,13 @@ class Bench:
         if not timed:
             return
         for name, env in self.torch_envs.items():
-            res = torch_forward(self.args.python, paths, row["threads"], row["weights"], self.args.reps, timed, env)
+            try:
+                res = torch_forward(self.args.python, paths, row["threads"], row["weights"], self.args.reps, timed, env)
+            except subprocess.CalledProcessError as err:  # e.g. out of memory: note it, go on with the rest
+                print(f"PyTorch [{name}] failed on {row['case']} at {plural(row['threads'])}: exit {err.returncode}",
+                      flush=True)
+                row["torch_note"].update({k: f"failed (exit {err.returncode})" for k in timed})
+                continue
             row["torch_by_env"][name] = res
             for k in timed:
                 if res.get(k) is not None and (k not in row["torch_s"] or res[k] < row["torch_s"][k]):
@@ -463,7 +472,7 @@ def main():
     cores = len(os.sched_getaffinity(0))
     threads, skipped = parse_threads(args.threads, cores)
     if not threads:
-        sys.exit(f"--threads {args.threads}: none fits this machine's {cores} cores")
+        sys.exit(f"--threads {args.threads}: none fits this machine's {cores} CPUs")
     work = tempfile.mkdtemp(prefix="attntrace-bench-")
     bench = Bench(args, work)
     print(f"OpenBLAS chose {bench.core} kernels" + (f"; attntrace uses {bench.better}" if bench.better != "-" else ""))
