@@ -39,7 +39,7 @@ Ceilings, measured in the same run at each thread count:
          the write itself reaches, since the process time also holds the compute.
 
 OpenBLAS 0.3.21 does not recognise some newer CPUs and falls back to slow generic kernels;
-attntrace then re-runs itself with OPENBLAS_CORETYPE set (lib/include/attntrace/gemm.hpp). A
+attntrace then loads it again with OPENBLAS_CORETYPE set (lib/include/attntrace/gemm.hpp). A
 PyTorch that calls OpenBLAS (Debian's) is timed both as installed and with the same variable, and
 the faster is the reference; one built on MKL (pip wheels) is timed as installed only.
 
