@@ -1,23 +1,64 @@
 #!/usr/bin/python3
-"""attntrace against PyTorch on the CPU, side by side in one run.
+"""attntrace against PyTorch on the CPU, side by side in one run, at one or more thread counts.
 
-Usage: tests/bench/bench.py [--build build] [--reps 5] [--quick] [--skip-long]
+Usage: tests/bench/bench.py [--build build] [--threads 2] [--python /usr/bin/python3] [--reps 5]
+                            [--quick] [--skip-long] [--json FILE] [--markdown FILE]
+Many-core mode: tests/bench/bench.py --build build --threads 1,2,4,8,16 --python python3 --quick
+(thread counts above this machine's cores are skipped with a note).
 
-For every case it prints the median wall time of attntrace's WHOLE process (load the .npy and the
-params, compute, write the output) and of PyTorch's nn.MultiheadAttention forward ALONE (eval mode,
-no_grad, same threads, in a fresh interpreter), the speed-up (torch time / attntrace time), and
-attntrace's GFLOP/s as a share of OpenBLAS's own sgemm ceiling measured in the same run. PyTorch
-is timed as installed and, when OpenBLAS misjudged the CPU, with the OPENBLAS_CORETYPE attntrace
-uses. Peak RSS is the attntrace process's.
+The cases are issue 14's table, each at every thread count given:
+  weights  B=4 L=512, per-head weights written (attntrace --attn-weights FILE; PyTorch
+           need_weights=True, average_attn_weights=False)
+  L=4096   B=1 L=4096, no weights
+  L=32768  B=1 L=32768, no weights (--skip-long skips it; PyTorch MHA is not run: it would hold
+           the L x L weights, 32 GiB)
+  start-up the atcold example (`sdpa` on data/atcold with --trace values), median of 21 runs
+all with E=512, H=8, float32.
+
+For every case it measures the median wall time of attntrace's WHOLE process (load the .npy and
+the .safetensors params, compute, write the output and the weights), and PyTorch's warm compute
+alone (eval, no_grad, the same thread count, in a fresh interpreter of --python, after one
+warm-up call) of two references doing the same work:
+  PyTorch MHA   torch.nn.MultiheadAttention(batch_first=True).forward(x, x, x)
+  PyTorch SDPA  F.linear in-projection, split heads, F.scaled_dot_product_attention, merge heads,
+                F.linear out-projection (PyTorch >= 2.0; "n/a (torch X.Y)" before that)
+ratio = PyTorch time / attntrace time (above 1: attntrace is faster). The goal column holds
+issue 14's goals (the 2-thread ones were set against PyTorch 1.13, the many-core ones against
+PyTorch 2.x). The PyTorch scripts also check attntrace's output against theirs (max |difference|;
+above 1e-3 the run is reported as wrong and bench.py exits 1).
+
+Ceilings, measured in the same run at each thread count:
+  sgemm  OpenBLAS's sgemm GFLOP/s at 2048^3 (build/tests/sgemm_ceiling) with the kernels
+         attntrace uses; each case's share = attntrace's GFLOP/s (projections + Q.K^T + weights.V
+         over its whole process time) / the ceiling.
+  memory build/tests/membw_ceiling with the weights file's size: GB/s for filling fresh anonymous
+         pages (4 KiB and transparent huge pages), filling a new file's page cache through a
+         shared mmap and through pwrite, and memcpy between resident buffers (see its header).
+         The weights case's share = bytes attntrace wrote (output + weights files) / its whole
+         process time, over the best page-cache rate (mmap or pwrite): a lower bound of the share
+         the write itself reaches, since the process time also holds the compute.
+
+OpenBLAS 0.3.21 does not recognise some newer CPUs and falls back to slow generic kernels;
+attntrace then loads it again with OPENBLAS_CORETYPE set (lib/include/attntrace/gemm.hpp). A
+PyTorch that calls OpenBLAS (Debian's) is timed both as installed and with the same variable, and
+the faster is the reference; one built on MKL (pip wheels) is timed as installed only.
+
+It prints one line per measurement as it goes, then a Markdown table in issue 14's layout with a
+header line (date, CPU, cores, OpenBLAS kernels, PyTorch version), and writes the results JSON.
+Without --quick it also sweeps L = 512 .. 32768 (to 8192 with --skip-long) without weights at 1
+thread and each thread count, attntrace alone, for time and peak memory against L.
 These are figures to read, not pass/fail tests: the machines are shared and noisy.
 """
-import argparse, json, os, resource, statistics, struct, subprocess, sys, tempfile, time
+import argparse, datetime, json, os, statistics, subprocess, sys, tempfile, time
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "goldens"))
 import st  # noqa: E402  the project's .safetensors writer and reader
+
+E, HEADS = 512, 8
+WRONG = 1e-3  # max |attntrace - PyTorch| above which a run is reported as wrong
 
 
 def run_process(cmd):
@@ -42,131 +83,438 @@ def run_process(cmd):
     return wall, rss
 
 
-def flops(b, lq, lk, e, h, need_weights):
+def flops(b, lq, lk, e):
+    """Multiply-adds x 2 of one mha forward: the four projections, Q.K^T and weights.V."""
     proj = 2 * b * (lq + 2 * lk) * e * e + 2 * b * lq * e * e
-    attn = 2 * 2 * b * lq * lk * e  # Q·Kᵀ and weights·V over all heads
+    attn = 2 * 2 * b * lq * lk * e
     return proj + attn
 
 
+# Run by --python in a fresh interpreter. Self-contained (no numpy, no project imports) so that any
+# interpreter with torch can run it. argv: x.npy params.safetensors attntrace-out.npy
+# attntrace-weights.npy (or -) heads threads need_weights(0/1) reps kernels(mha,sdpa). Prints one
+# JSON object: torch version, median seconds per kernel (null: not available), and the max
+# |attntrace - kernel| of the outputs (and of MHA's weights, when written).
 TORCH_SCRIPT = r"""
-import statistics, sys, time, numpy as np, torch
-x_path, params_path, heads, threads, need_weights, reps = sys.argv[1:7]
-sys.path.insert(0, %r)
-from st import read as load_safetensors
+import ast, json, statistics, struct, sys, time
+import torch
+import torch.nn.functional as F
+
+x_path, params_path, out_path, weights_path, heads, threads, need_weights, reps, kernels = sys.argv[1:10]
+
+def read_npy(path):  # float32, C order, format 1.x or 2.x
+    data = open(path, "rb").read()
+    n, start = (struct.unpack("<H", data[8:10])[0], 10) if data[6] == 1 else (struct.unpack("<I", data[8:12])[0], 12)
+    header = ast.literal_eval(data[start:start + n].decode("latin1"))
+    assert header["descr"] == "<f4" and not header["fortran_order"], header
+    return torch.frombuffer(bytearray(data[start + n:]), dtype=torch.float32).reshape(header["shape"])
+
+def read_safetensors(path):  # F32 tensors only
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    out = {}
+    for name, meta in json.loads(data[8:8 + n]).items():
+        if name == "__metadata__":
+            continue
+        assert meta["dtype"] == "F32", meta
+        b, e = meta["data_offsets"]
+        out[name] = torch.frombuffer(bytearray(data[8 + n + b:8 + n + e]), dtype=torch.float32).reshape(meta["shape"])
+    return out
+
+def median_warm(forward):  # (median seconds, output of the warm-up call)
+    with torch.no_grad():
+        first = forward()
+        times = []
+        for _ in range(int(reps)):
+            t0 = time.perf_counter()
+            forward()
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times), first
+
 torch.set_num_threads(int(threads))
-x = torch.from_numpy(np.load(x_path))
-e = x.shape[-1]
-m = torch.nn.MultiheadAttention(e, int(heads), batch_first=True).eval()
-m.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in load_safetensors(params_path).items()})
-nw = need_weights == "1"
-times = []
-with torch.no_grad():
-    m(x, x, x, need_weights=nw, average_attn_weights=False)  # warm-up
-    for _ in range(int(reps)):
-        t0 = time.perf_counter()
-        m(x, x, x, need_weights=nw, average_attn_weights=False)
-        times.append(time.perf_counter() - t0)
-print(statistics.median(times))
-""" % os.path.join(ROOT, "tests", "goldens")
+x = read_npy(x_path)                      # (B, L, E)
+B, L, E = x.shape
+H = int(heads)
+P = E // H
+params = read_safetensors(params_path)
+ours = read_npy(out_path)                 # attntrace's output, (B, L, E)
+result = {"torch": torch.__version__, "torch_threads": torch.get_num_threads()}
+
+if "mha" in kernels:
+    m = torch.nn.MultiheadAttention(E, H, batch_first=True).eval()
+    m.load_state_dict(params)
+    nw = need_weights == "1"
+    result["mha"], out = median_warm(lambda: m(x, x, x, need_weights=nw, average_attn_weights=False))
+    result["mha_max_diff"] = float((out[0] - ours).abs().max())
+    if nw and weights_path != "-":  # attntrace's (B, H, L, L) weights against MHA's
+        result["mha_weights_max_diff"] = float((out[1] - read_npy(weights_path)).abs().max())
+
+if "sdpa" in kernels:
+    if hasattr(F, "scaled_dot_product_attention"):
+        w_in, b_in = params["in_proj_weight"], params["in_proj_bias"]         # (3E, E), (3E)
+        w_out, b_out = params["out_proj.weight"], params["out_proj.bias"]     # (E, E), (E)
+        def sdpa_forward():
+            qkv = F.linear(x, w_in, b_in).view(B, L, 3, H, P).permute(2, 0, 3, 1, 4)  # 3 x (B, H, L, P)
+            o = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2])             # (B, H, L, P)
+            return F.linear(o.transpose(1, 2).reshape(B, L, E), w_out, b_out)      # (B, L, E)
+        result["sdpa"], out = median_warm(sdpa_forward)
+        result["sdpa_max_diff"] = float((out - ours).abs().max())
+    else:
+        result["sdpa"] = None
+print(json.dumps(result))
+"""
 
 
-def torch_forward(x_path, params_path, heads, threads, need_weights, reps, env):
-    """Median seconds of PyTorch's forward alone, in a fresh interpreter with ENV."""
-    out = subprocess.check_output(["/usr/bin/python3", "-c", TORCH_SCRIPT, x_path, params_path, str(heads),
-                                   str(threads), "1" if need_weights else "0", str(reps)], env=env)
-    return float(out)
+def torch_info(python):
+    """(version, BLAS_INFO) of the PyTorch that PYTHON imports, or (None, error) when it has none."""
+    probe = ("import re, torch; m = re.search(r'BLAS_INFO=(\\w+)', torch.__config__.show()); "
+             "print(torch.__version__, m.group(1) if m else '?')")
+    try:
+        out = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return None, str(err)
+    if out.returncode != 0:
+        return None, out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"
+    version, blas = out.stdout.split()
+    return version, blas
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--quick", action="store_true", help="fewer cases (no scaling sweep)")
-    ap.add_argument("--skip-long", action="store_true", help="skip L=32768")
-    args = ap.parse_args()
-    exe = os.path.join(args.build, "attntrace")
-    ceiling_exe = os.path.join(args.build, "tests", "sgemm_ceiling")
-    work = tempfile.mkdtemp(prefix="attntrace-bench-")
-    rng = np.random.default_rng(0)
-    e, heads = 512, 8
-    w = {"in_proj_weight": (rng.standard_normal((3 * e, e)) / np.sqrt(e)).astype(np.float32),
-         "in_proj_bias": (0.1 * rng.standard_normal(3 * e)).astype(np.float32),
-         "out_proj.weight": (rng.standard_normal((e, e)) / np.sqrt(e)).astype(np.float32),
-         "out_proj.bias": (0.1 * rng.standard_normal(e)).astype(np.float32)}
-    params_path = os.path.join(work, "params.safetensors")
-    st.write(params_path, w)
+def short_version(version):
+    return ".".join(version.split(".")[:2])
 
-    # OpenBLAS 0.3.21 does not recognise some newer CPUs and falls back to slow generic kernels;
-    # attntrace then loads it again with OPENBLAS_CORETYPE set (see lib/include/attntrace/gemm.hpp).
-    # The ceiling is measured with the kernels attntrace uses, and PyTorch (which calls the same
-    # OpenBLAS) is timed both as it is and with the same fix; the faster one is the reference.
-    first = subprocess.check_output([ceiling_exe, "256", "1"]).split()
-    core, better = first[1].decode(), first[2].decode()
-    fixed_env = dict(os.environ)
-    if better != "-":
-        fixed_env["OPENBLAS_CORETYPE"] = better
-    torch_envs = {"as installed": dict(os.environ)}
-    if better != "-":
-        torch_envs[f"OPENBLAS_CORETYPE={better}"] = fixed_env
-    ceilings = {t: float(subprocess.check_output([ceiling_exe, "2048", str(t)], env=fixed_env).split()[0])
-                for t in (1, 2)}
-    print(f"OpenBLAS chose {core} kernels" + (f"; attntrace uses {better}" if better != "-" else ""))
-    print(f"OpenBLAS sgemm ceiling (2048^3, {better if better != '-' else core}): {ceilings[1]:.1f} GFLOP/s "
-          f"with 1 thread, {ceilings[2]:.1f} GFLOP/s with 2 threads")
 
-    def case(label, b, l, threads, need_weights, with_torch=True):
-        x = rng.standard_normal((b, l, e)).astype(np.float32)
-        xp = os.path.join(work, f"x_{b}_{l}.npy")
-        np.save(xp, x)
-        cmd = [exe, "mha", "-q", xp, "--heads", str(heads), "--params", params_path, "--trace", "none",
-               "--threads", str(threads), "-o", os.path.join(work, "out.npy")]
-        if need_weights:
-            cmd += ["--attn-weights", os.path.join(work, "weights.npy")]
-        runs = [run_process(cmd) for _ in range(args.reps)]
-        ours = statistics.median(r[0] for r in runs)
-        rss = max(r[1] for r in runs)
-        gflops = flops(b, l, l, e, heads, need_weights) / ours / 1e9
-        row = {"case": label, "B": b, "L": l, "threads": threads, "weights": need_weights,
-               "attntrace_s": ours, "peak_rss_mib": rss, "gflops": gflops,
-               "ceiling_share": gflops / ceilings[threads]}
-        torch_txt = "torch n/a"
-        if with_torch:
-            per_env = {name: torch_forward(xp, params_path, heads, threads, need_weights, args.reps, env)
-                       for name, env in torch_envs.items()}
-            row.update(torch_by_env=per_env, speedup_by_env={k: v / ours for k, v in per_env.items()})
-            torch_txt = "  ".join(f"torch [{k}] {v:.3f} s = x{v / ours:.2f}" for k, v in per_env.items())
-        print(f"{label:<28} B={b} L={l:<6} threads={threads} weights={'yes' if need_weights else 'no ':<3} "
-              f"attntrace {ours:.3f} s  {torch_txt}  {gflops:.0f} GFLOP/s "
+def torch_forward(python, paths, threads, need_weights, reps, kernels, env):
+    """The TORCH_SCRIPT's JSON result for one case, in a fresh interpreter with ENV."""
+    out = subprocess.check_output([python, "-c", TORCH_SCRIPT, *paths, str(HEADS),
+                                   str(threads), "1" if need_weights else "0", str(reps), ",".join(kernels)], env=env)
+    return json.loads(out)
+
+
+def cpu_model():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def parse_threads(text, cores):
+    """The thread counts asked for that this machine can run, and a note on those it cannot."""
+    try:
+        asked = sorted({int(t) for t in text.split(",") if t.strip()})
+    except ValueError:
+        asked = []
+    if not asked or asked[0] < 1:
+        sys.exit(f"--threads {text}: give positive thread counts, e.g. 1,2,4,8,16")
+    kept = [t for t in asked if t <= cores]
+    skipped = [t for t in asked if t > cores]
+    note = f"skipped {', '.join(map(str, skipped))} threads: this machine has {cores} CPUs" if skipped else ""
+    return kept, note
+
+
+def measure_ceilings(build, threads, weights_bytes, work, env):
+    """sgemm GFLOP/s and memory GB/s (membw_ceiling's fields) per thread count."""
+    sgemm_exe = os.path.join(build, "tests", "sgemm_ceiling")
+    membw_exe = os.path.join(build, "tests", "membw_ceiling")
+    sgemm, membw = {}, {}
+    for t in threads:
+        sgemm[t] = float(subprocess.check_output([sgemm_exe, "2048", str(t)], env=env).split()[0])
+        if os.path.exists(membw_exe):
+            fields = subprocess.check_output([membw_exe, str(weights_bytes), str(t), work]).decode().split()
+            membw[t] = {k: float(v) for k, v in zip(fields[::2], fields[1::2])}
+    if not membw:
+        print(f"note: {membw_exe} is not built (cmake --build BUILD --target membw_ceiling); "
+              "no memory-bandwidth shares", flush=True)
+    return sgemm, membw
+
+
+def goals(key, threads):
+    """Issue 14's goals for a case at a thread count: [(kernel, minimum ratio)] or a ms bound."""
+    if key == "weights":
+        return [("mha", 2.0 if threads <= 2 else 1.0)]
+    if key == "L4096":
+        return [("mha", 3.0)] if threads <= 2 else [("sdpa", 1.5), ("mha", 3.0)]
+    if key == "L32768":
+        return [("sdpa", 2.0)]
+    return 5.0  # start-up, ms
+
+
+def goal_text(row):
+    """The goal cell: each goal with met / not met / n/a (no reference measured)."""
+    g = goals(row["key"], row["threads"])
+    if not isinstance(g, list):
+        return f"≤ {g:g} ms: {'met' if row['attntrace_s'] * 1e3 <= g else 'not met'}"
+    parts = []
+    for kernel, bound in g:
+        ratio = row.get("ratio", {}).get(kernel)
+        state = "n/a" if ratio is None else ("met" if ratio >= bound else "not met")
+        parts.append(f"≥ {bound:g}× {kernel.upper()}: {state}")
+    return "; ".join(parts)
+
+
+# key, label, B, L, weights written, PyTorch kernels to time, notes for the kernels not timed
+CASES = [
+    ("weights", "B=4 L=512, weights written", 4, 512, True, ["mha"], {"sdpa": "n/a (returns no weights)"}),
+    ("L4096", "B=1 L=4096, no weights", 1, 4096, False, ["mha", "sdpa"], {}),
+    ("L32768", "B=1 L=32768, no weights", 1, 32768, False, ["sdpa"],
+     {"mha": "not run (L×L weights: 32 GiB)"}),
+]
+
+
+class Bench:
+    """One run: the executables, the work folder, the PyTorch to compare with, and the ceilings."""
+
+    def __init__(self, args, work):
+        self.args, self.work = args, work
+        self.exe = os.path.join(args.build, "attntrace")
+        self.params = os.path.join(work, "params.safetensors")
+        rng = np.random.default_rng(0)
+        self.rng = rng
+        st.write(self.params, {
+            "in_proj_weight": (rng.standard_normal((3 * E, E)) / np.sqrt(E)).astype(np.float32),
+            "in_proj_bias": (0.1 * rng.standard_normal(3 * E)).astype(np.float32),
+            "out_proj.weight": (rng.standard_normal((E, E)) / np.sqrt(E)).astype(np.float32),
+            "out_proj.bias": (0.1 * rng.standard_normal(E)).astype(np.float32)})
+        first = subprocess.check_output([os.path.join(args.build, "tests", "sgemm_ceiling"), "256", "1"]).split()
+        self.core, self.better = first[1].decode(), first[2].decode()
+        self.fixed_env = dict(os.environ)
+        if self.better != "-":
+            self.fixed_env["OPENBLAS_CORETYPE"] = self.better
+        self.torch_version, self.torch_blas = torch_info(args.python)
+        # A PyTorch on MKL does not load OpenBLAS: OPENBLAS_CORETYPE would change nothing for it.
+        self.torch_envs = {"as installed": dict(os.environ)}
+        if self.better != "-" and self.torch_blas != "mkl":
+            self.torch_envs[f"OPENBLAS_CORETYPE={self.better}"] = self.fixed_env
+        self.wrong = []
+        self.weights_bytes = 4 * HEADS * 512 * 512 * 4  # the weights case's (B, H, L, L) float32
+
+    def torch_missing(self, kernel):
+        """Why KERNEL cannot be timed with this PyTorch, or None when it can."""
+        if self.torch_version is None:
+            return f"n/a (no torch in {self.args.python})"
+        if kernel == "sdpa" and int(self.torch_version.split(".")[0]) < 2:
+            return f"n/a (torch {short_version(self.torch_version)})"
+        return None
+
+    def attntrace(self, key, x_path, threads, need_weights):
+        """Median seconds, peak RSS and bytes written of attntrace mha on X_PATH, and its output and
+        weights paths (the latter "-" when none)."""
+        out = os.path.join(self.work, f"out_{key}.npy")
+        weights = os.path.join(self.work, f"weights_{key}.npy")
+        cmd = [self.exe, "mha", "-q", x_path, "--heads", str(HEADS), "--params", self.params, "--trace", "none",
+               "--threads", str(threads), "-o", out] + (["--attn-weights", weights] if need_weights else [])
+        runs = [run_process(cmd) for _ in range(self.args.reps)]
+        written = os.path.getsize(out) + (os.path.getsize(weights) if need_weights else 0)
+        return statistics.median(r[0] for r in runs), max(r[1] for r in runs), written, (out, weights if need_weights else "-")
+
+    def torch_times(self, row, paths, kernels, notes):
+        """Fills ROW's PyTorch seconds (the faster environment per kernel), notes, ratios and diffs."""
+        row["torch_s"], row["torch_note"], row["ratio"], row["torch_by_env"] = {}, dict(notes), {}, {}
+        timed = [k for k in kernels if self.torch_missing(k) is None]
+        for k in kernels:
+            if self.torch_missing(k):
+                row["torch_note"][k] = self.torch_missing(k)
+        if not timed:
+            return
+        for name, env in self.torch_envs.items():
+            try:
+                res = torch_forward(self.args.python, paths, row["threads"], row["weights"], self.args.reps, timed, env)
+            except subprocess.CalledProcessError as err:  # e.g. out of memory: note it, go on with the rest
+                print(f"PyTorch [{name}] failed on {row['case']} at {plural(row['threads'])}: exit {err.returncode}",
+                      flush=True)
+                row["torch_note"].update({k: f"failed (exit {err.returncode})" for k in timed})
+                continue
+            row["torch_by_env"][name] = res
+            for k in timed:
+                if res.get(k) is not None and (k not in row["torch_s"] or res[k] < row["torch_s"][k]):
+                    row["torch_s"][k] = res[k]
+                for what in ("", "_weights"):
+                    diff = res.get(f"{k}{what}_max_diff")
+                    if diff is not None and not diff <= WRONG:
+                        self.wrong.append(f"{row['case']} threads={row['threads']}: attntrace's {what[1:] or 'output'} "
+                                          f"differs from PyTorch {k.upper()}'s [{name}] by {diff:.3g}")
+        row["ratio"] = {k: v / row["attntrace_s"] for k, v in row["torch_s"].items()}
+
+    def case(self, key, label, b, l, threads, need_weights, kernels, notes, ceilings):
+        x_path = os.path.join(self.work, f"x_{key}.npy")
+        if not os.path.exists(x_path):
+            np.save(x_path, self.rng.standard_normal((b, l, E)).astype(np.float32))
+        ours, rss, written, outputs = self.attntrace(key, x_path, threads, need_weights)
+        sgemm, membw = ceilings
+        gflops = flops(b, l, l, E) / ours / 1e9
+        row = {"key": key, "case": label, "B": b, "L": l, "threads": threads, "weights": need_weights,
+               "attntrace_s": ours, "peak_rss_mib": rss, "gflops": gflops, "sgemm_gflops": sgemm[threads],
+               "ceiling_share": gflops / sgemm[threads], "bytes_written": written}
+        if need_weights and threads in membw:
+            best = max(membw[threads]["page_cache_mmap"], membw[threads]["page_cache_write"])
+            row.update(write_gbs=written / ours / 1e9, page_cache_gbs=best, write_share=written / ours / 1e9 / best)
+        if kernels is not None:
+            self.torch_times(row, (x_path, self.params, *outputs), kernels, notes)
+        torch_txt = "  ".join(f"{k.upper()} {row['torch_s'][k]:.4f} s = {row['ratio'][k]:.2f}x"
+                              for k in row.get("torch_s", {}))
+        print(f"{label:<28} threads={threads:<2} attntrace {ours:.4f} s  {torch_txt}  {gflops:.0f} GFLOP/s "
               f"({100 * row['ceiling_share']:.0f}% of sgemm)  peak RSS {rss:.0f} MiB", flush=True)
         return row
 
+    def startup(self, threads):
+        """Median and min seconds of 21 runs of the atcold example at THREADS (None: the default)."""
+        d = os.path.join(ROOT, "data", "atcold")
+        cmd = [self.exe, "sdpa", "-q", os.path.join(d, "q1.npy"), "-k", os.path.join(d, "k.npy"),
+               "-v", os.path.join(d, "v.npy"), "--scale", "0.125", "--trace", "values"]
+        cmd += ["--threads", str(threads)] if threads else []
+        starts = sorted(run_process(cmd)[0] for _ in range(21))
+        label = "start-up (atcold sdpa, --trace values)"
+        print(f"{label:<28} threads={threads or 'default'}: median {1000 * statistics.median(starts):.1f} ms "
+              f"(min {1000 * starts[0]:.1f} ms)", flush=True)
+        return {"key": "startup", "case": "start-up: atcold `sdpa`, `--trace values`", "threads": threads,
+                "attntrace_s": statistics.median(starts), "min_s": starts[0]}
+
+
+def ms(seconds):
+    return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+def plural(threads):
+    return f"{threads} thread" + ("" if threads == 1 else "s")
+
+
+def markdown(bench, rows, ceilings, threads, notes):
+    """Issue 14's table, with a header line saying when, where and with what it was measured."""
+    sgemm, membw = ceilings
+    a = bench.args
+    cores = len(os.sched_getaffinity(0))
+    kernels = f"OpenBLAS chose {bench.core} kernels" + (f", attntrace uses {bench.better}" if bench.better != "-" else "")
+    torch_txt = (f"PyTorch {bench.torch_version} ({a.python}, BLAS_INFO={bench.torch_blas}, timed "
+                 f"{' and '.join(bench.torch_envs)})" if bench.torch_version else f"no PyTorch in {a.python}")
+    lines = [f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on {cpu_model()} "
+             f"({cores} CPUs), {kernels}, {torch_txt}; E=512, H=8, float32; medians of {a.reps} "
+             f"{'run' if a.reps == 1 else 'runs'} (start-up: 21). attntrace: the whole process; PyTorch: the warm forward alone in a fresh "
+             f"interpreter; ratio = PyTorch time / attntrace time.", ""]
+    lines.append("sgemm ceiling (OpenBLAS, 2048³): " + ", ".join(f"{plural(t)} {sgemm[t]:.0f} GFLOP/s" for t in threads)
+                 + ".")
+    for t in threads:
+        if t in membw:
+            m = membw[t]
+            lines.append(f"Memory, {plural(t)}, {bench.weights_bytes / 2**20:.0f} MiB (GB/s): fresh pages "
+                         f"{m['fresh_pages']:.2f}, fresh huge pages {m['fresh_huge_pages']:.2f}, page cache by mmap "
+                         f"{m['page_cache_mmap']:.2f}, by pwrite {m['page_cache_write']:.2f}, memcpy {m['memcpy']:.2f}.")
+    lines += [f"Note: {n}." for n in notes if n] + [""]
+    lines += ["| case | threads | attntrace | PyTorch MHA | ratio | PyTorch SDPA | ratio | goal | share of sgemm ceiling |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append("| " + " | ".join(table_cells(r)) + " |")
+    return "\n".join(lines)
+
+
+def table_cells(r):
+    """One table row: case, threads, attntrace, MHA, ratio, SDPA, ratio, goal, share."""
+    cells = [r["case"], str(r["threads"] or "default"), ms(r["attntrace_s"])]
+    for k in ("mha", "sdpa"):
+        if k in r.get("torch_s", {}):
+            cells += [ms(r["torch_s"][k]), f"{r['ratio'][k]:.2f}×"]
+        else:
+            cells += [r.get("torch_note", {}).get(k, ""), ""]
+    cells.append(goal_text(r))
+    share = ""
+    if "ceiling_share" in r:
+        share = f"{100 * r['ceiling_share']:.0f}% ({r['gflops']:.0f} of {r['sgemm_gflops']:.0f} GFLOP/s)"
+    if "write_share" in r:
+        share += (f"; {r['bytes_written'] / 2**20:.0f} MiB written at ≥ {r['write_gbs']:.2f} GB/s = "
+                  f"{100 * r['write_share']:.0f}% of the page-cache rate ({r['page_cache_gbs']:.2f} GB/s)")
+    cells.append(share)
+    return cells
+
+
+def sweep(bench, threads, ceilings):
+    """attntrace alone without weights, B=1, L = 512 .. 32768 at 1 thread and each thread count."""
+    counts = sorted({1} | set(threads))
+    sgemm = dict(ceilings[0])
+    for t in counts:
+        if t not in sgemm:
+            sgemm[t] = float(subprocess.check_output([os.path.join(bench.args.build, "tests", "sgemm_ceiling"),
+                                                      "2048", str(t)], env=bench.fixed_env).split()[0])
+    print("scaling (no weights, attntrace alone):")
     rows = []
-    rows.append(case("issue 3/target 2: with weights", 4, 512, 2, True))
-    rows.append(case("target 1: long, no weights", 1, 4096, 2, False))
-    if not args.skip_long:
-        rows.append(case("target 3: very long", 1, 32768, 2, False, with_torch=False))
+    for l in (512, 1024, 2048, 4096, 8192, 16384, 32768):
+        if bench.args.skip_long and l > 8192:
+            break
+        for t in counts:
+            rows.append(bench.case(f"sweep{l}", f"scaling L={l}", 1, l, t, False, None, {}, (sgemm, {})))
+    table = ["| L | " + " | ".join(plural(t) for t in counts) + " | peak RSS |",
+             "|---" * (len(counts) + 2) + "|"]
+    for l in sorted({r["L"] for r in rows}):
+        at = {r["threads"]: r for r in rows if r["L"] == l}
+        table.append(f"| {l} | " + " | ".join(ms(at[t]["attntrace_s"]) for t in counts)
+                     + f" | {max(r['peak_rss_mib'] for r in at.values()):.0f} MiB |")
+    return rows, "\n".join(table)
 
-    # target 4: start-up, the atcold notebook example with --trace values
-    a = [exe, "sdpa", "-q", os.path.join(ROOT, "data/atcold/q1.npy"), "-k", os.path.join(ROOT, "data/atcold/k.npy"),
-         "-v", os.path.join(ROOT, "data/atcold/v.npy"), "--scale", "0.125", "--trace", "values"]
-    if os.path.exists(a[3]):
-        starts = sorted(run_process(a)[0] for _ in range(21))
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 epilog="Details: the docstring at the top of tests/bench/bench.py.")
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"),
+                    help="build folder with attntrace, tests/sgemm_ceiling and tests/membw_ceiling (default: build)")
+    ap.add_argument("--threads", default="2",
+                    help="comma-separated thread counts, e.g. 1,2,4,8,16; counts above the cores are skipped "
+                         "(default: 2)")
+    ap.add_argument("--python", default="/usr/bin/python3",
+                    help="the interpreter whose PyTorch is the reference (default: /usr/bin/python3)")
+    ap.add_argument("--reps", type=int, default=5, help="runs per measurement; the median is reported (default: 5)")
+    ap.add_argument("--quick", action="store_true", help="no scaling sweep")
+    ap.add_argument("--skip-long", action="store_true", help="skip L=32768 (and L > 8192 in the sweep)")
+    ap.add_argument("--json", help="also write the results JSON here (always written into the work folder)")
+    ap.add_argument("--markdown", help="also write the Markdown table here")
+    args = ap.parse_args()
+    if args.reps < 1:
+        sys.exit("--reps: at least 1")
+    cores = len(os.sched_getaffinity(0))
+    threads, skipped = parse_threads(args.threads, cores)
+    if not threads:
+        sys.exit(f"--threads {args.threads}: none fits this machine's {cores} CPUs")
+    work = tempfile.mkdtemp(prefix="attntrace-bench-")
+    bench = Bench(args, work)
+    print(f"OpenBLAS chose {bench.core} kernels" + (f"; attntrace uses {bench.better}" if bench.better != "-" else ""))
+    print(f"PyTorch: {bench.torch_version} (BLAS_INFO={bench.torch_blas}) from {args.python}" if bench.torch_version
+          else f"PyTorch: none in {args.python} ({bench.torch_blas}); attntrace alone")
+    if skipped:
+        print(f"note: {skipped}")
+    ceilings = measure_ceilings(args.build, threads, bench.weights_bytes, work, bench.fixed_env)
+    for t in threads:
+        print(f"ceilings at {plural(t)}: sgemm {ceilings[0][t]:.1f} GFLOP/s"
+              + (f"; memory GB/s {ceilings[1][t]}" if t in ceilings[1] else ""), flush=True)
+
+    rows = []
+    for key, label, b, l, need_weights, kernels, notes in CASES:
+        if key == "L32768" and args.skip_long:
+            continue
+        for t in threads:
+            rows.append(bench.case(key, label, b, l, t, need_weights, kernels, notes, ceilings))
+    for t in threads:
+        rows.append(bench.startup(t))
+    rows.append(bench.startup(None))
+    notes = [skipped]
+    if bench.torch_version:
         t0 = time.perf_counter()
-        subprocess.run(["/usr/bin/python3", "-c", "import torch"], check=True)
-        torch_import = time.perf_counter() - t0
-        print(f"target 4: start-up (atcold sdpa, --trace values): median {1000 * statistics.median(starts):.1f} ms "
-              f"(min {1000 * starts[0]:.1f} ms); python3 -c 'import torch': {1000 * torch_import:.0f} ms")
-
-    if not args.quick:
-        print("scaling (no weights):")
-        for l in (512, 1024, 2048, 4096, 8192, 16384, 32768):
-            if args.skip_long and l > 8192:
-                break
-            for threads in (1, 2):
-                rows.append(case(f"scaling L={l}", 1, l, threads, False, with_torch=False))
-    with open(os.path.join(work, "results.json"), "w") as f:
-        json.dump({"ceilings": ceilings, "rows": rows}, f, indent=1)
+        subprocess.run([args.python, "-c", "import torch"], check=True)
+        notes.append(f"`{args.python} -c 'import torch'` took {1000 * (time.perf_counter() - t0):.0f} ms")
+    table = markdown(bench, rows, ceilings, threads, notes)
+    sweep_rows, sweep_table = ([], "") if args.quick else sweep(bench, threads, ceilings)
+    print("\n" + table + ("\n\n" + sweep_table if sweep_table else "") + "\n")
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(table + ("\n\n" + sweep_table if sweep_table else "") + "\n")
+    result = {"torch": bench.torch_version, "python": args.python, "cpu": cpu_model(), "cores": cores,
+              "openblas_core": bench.core, "attntrace_core": bench.better, "threads": threads,
+              "sgemm_gflops": ceilings[0], "memory_gbs": ceilings[1], "rows": rows, "sweep": sweep_rows,
+              "wrong": bench.wrong}
+    for path in [os.path.join(work, "results.json")] + ([args.json] if args.json else []):
+        with open(path, "w") as f:
+            json.dump(result, f, indent=1)
     print(f"results: {os.path.join(work, 'results.json')}")
+    if bench.wrong:
+        sys.exit("WRONG RESULTS (the times above compare different computations):\n" + "\n".join(bench.wrong))
 
 
 if __name__ == "__main__":
