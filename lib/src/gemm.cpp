@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
@@ -92,10 +93,18 @@ OpenBlas load_blas() {
     return blas;
 }
 
+// The thread count asked for before OpenBLAS was loaded (0: none), applied when it loads.
+std::atomic<int> pending_threads{0};
+std::atomic<bool> blas_loaded{false};
+
 const OpenBlas& blas() {
     static std::once_flag once;
     static OpenBlas loaded;
-    std::call_once(once, [] { loaded = load_blas(); });
+    std::call_once(once, [] {
+        loaded = load_blas();
+        if (const int threads = pending_threads.load()) loaded.set_num_threads(threads);
+        blas_loaded = true;
+    });
     return loaded;
 }
 
@@ -117,11 +126,32 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, bla
 }
 }  // namespace
 
+// Products of at most kSmallProduct multiply-adds (the seed notebooks' examples: a few rows of a
+// few columns) run as plain loops: loading OpenBLAS costs about 3 ms of symbol relocation, far
+// more than such a product, and small runs should start in milliseconds.
+constexpr std::size_t kSmallProduct = 32 * 32 * 32;
+
+// C := alpha*op(A)*op(B) + beta*C in loops; with beta = 0, C is not read (as BLAS: a NaN in C is
+// overwritten).
+template <class T>
+void small_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+    for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+            T acc = 0;
+            for (std::size_t p = 0; p < k; ++p)
+                acc += (trans_a ? a[p * lda + i] : a[i * lda + p]) * (trans_b ? b[j * ldb + p] : b[p * ldb + j]);
+            T& out = c[i * ldc + j];
+            out = beta == T(0) ? alpha * acc : alpha * acc + beta * out;
+        }
+}
+
 template <class T>
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha,
           const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
     if (m == 0 || n == 0) return;
     if (k == 0) return scale_only(m, n, beta, c, ldc);
+    if (m * n <= kSmallProduct / k) return small_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     blas_gemm(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, to_blas(m), to_blas(n),
               to_blas(k), alpha, a, to_blas(lda), b, to_blas(ldb), beta, c, to_blas(ldc));
 }
@@ -131,11 +161,16 @@ template void gemm<float>(bool, bool, std::size_t, std::size_t, std::size_t, flo
 template void gemm<double>(bool, bool, std::size_t, std::size_t, std::size_t, double, const double*, std::size_t,
                            const double*, std::size_t, double, double*, std::size_t);
 
+// Neither loads OpenBLAS: a run whose products are all small never does.
 void set_blas_threads(std::size_t threads) {
-    if (threads > 0) blas().set_num_threads(static_cast<int>(threads));
+    if (threads == 0) return;
+    pending_threads = static_cast<int>(threads);
+    if (blas_loaded) blas().set_num_threads(static_cast<int>(threads));
 }
 
-std::size_t blas_threads() { return static_cast<std::size_t>(blas().get_num_threads()); }
+std::size_t blas_threads() {
+    return blas_loaded ? static_cast<std::size_t>(blas().get_num_threads()) : std::size_t(pending_threads.load());
+}
 
 std::size_t available_cores() {
     cpu_set_t set;

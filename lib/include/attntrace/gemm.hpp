@@ -15,11 +15,13 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha,
           const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
 
-// OpenBLAS is loaded on the first call of any of these (see gemm.cpp): single-threaded unless
+// A product of at most 32^3 multiply-adds runs in plain loops; OpenBLAS is loaded (see gemm.cpp)
+// on the first larger one, or on a call below that reports on OpenBLAS: single-threaded unless
 // OPENBLAS_NUM_THREADS is set, and with better kernels than a generic fallback (below).
 
-// OpenBLAS's own thread count (0 leaves it alone). The attention loops set it to 1 while they
-// run their own threads over heads, so the two never oversubscribe the cores.
+// OpenBLAS's own thread count (0 leaves it alone; before OpenBLAS is loaded, the count it will
+// get, 0 for its default). The attention loops set it to 1 while they run their own threads over
+// heads, so the two never oversubscribe the cores. Neither call loads OpenBLAS.
 void set_blas_threads(std::size_t threads);
 std::size_t blas_threads();
 
