@@ -205,6 +205,21 @@ AttentionRun<T>::AttentionRun(const AttentionFlags& flags, const std::vector<std
 }
 
 template <class T>
+void AttentionRun<T>::stream_weights(const Shape& weights_shape) {
+    const std::string& path = flags_.attn_weights;
+    if (path.empty() || format_from_extension(path) != FileFormat::npy || options.average_heads) return;
+    weights_file_ = attntrace::StreamedFile::open(path);  // null for stdout, /dev/null, a FIFO
+    if (!weights_file_) return;
+    const std::string header = attntrace::npy_header<T>(weights_shape);
+    weights_file_->write_at(0, header);
+    options.need_weights = false;
+    options.weights_sink = [file = weights_file_.get(), at = header.size()](std::size_t first, const void* data,
+                                                                            std::size_t count) {
+        file->write_at(at + first * sizeof(T), {static_cast<const char*>(data), count * sizeof(T)});
+    };
+}
+
+template <class T>
 void AttentionRun<T>::enable_progress(std::size_t planes, std::size_t lq, std::size_t lk, std::size_t p) {
     const std::size_t threads = flags_.threads ? flags_.threads : available_cores();
     if (!want_progress(expected_seconds(planes, lq, lk, p, threads))) return;
@@ -284,7 +299,9 @@ template <class T>
 void AttentionRun<T>::finish(AttentionResult<T>& result, TraceContext context) const {
     progress_.reset();
     if (!flags_.output.empty()) save_tensor(flags_.output, result.output, stdout_format(flags_.output));
-    if (!flags_.attn_weights.empty() && result.weights)
+    if (weights_file_)
+        weights_file_->commit();
+    else if (!flags_.attn_weights.empty() && result.weights)
         save_tensor(flags_.attn_weights, *result.weights, stdout_format(flags_.attn_weights));
     nlohmann::json dumped = nlohmann::json::array();  // in command-line order
     for (const auto& [stage, file] : dumps_) {

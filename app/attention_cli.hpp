@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "attntrace/atomic_write.hpp"
 #include "attntrace/attention.hpp"
 #include "attntrace/positions.hpp"
 #include "attntrace/tensor.hpp"
@@ -85,6 +86,11 @@ public:
     // Refuses (exit 3) when the (..., Lq, Lk) buffers this run keeps would exceed --max-memory.
     // PLANE_SHAPE: the shape of one such buffer, (B, H, Lq, Lk) or (..., Lq, Lk).
     void check_budget(const attntrace::Shape& plane_shape) const;
+    // --attn-weights written while the weights are computed, block by block (pwrite), when it is a
+    // .npy file and nothing else needs them whole: no (..., Lq, Lk) buffer is allocated and zeroed,
+    // and the budget does not count one. WEIGHTS_SHAPE: the weights the file holds. Call it
+    // before check_budget; the file appears (atomically) in finish().
+    void stream_weights(const attntrace::Shape& weights_shape);
 
     attntrace::AttentionOptions options;
     attntrace::StageRecorder<T> recorder;
@@ -104,6 +110,7 @@ private:
                          FILE* stream) const;
 
     mutable std::unique_ptr<ProgressBar> progress_;  // erased (reset) before the trace prints
+    std::unique_ptr<attntrace::StreamedFile> weights_file_;  // --attn-weights, when streamed
     const AttentionFlags& flags_;
     std::vector<std::pair<std::string, std::string>> dumps_;  // stage, file
 };

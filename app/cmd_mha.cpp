@@ -132,6 +132,10 @@ void run_mha(const MhaFlags& f) {
         const std::size_t batch = query.array.dimension() == 3 ? query.array.shape()[0] : 1;
         const std::size_t lq = query.array.shape()[query.array.dimension() - 2];
         const std::size_t lk = key.array.shape()[key.array.dimension() - 2];
+        run.options.average_heads = f.average_heads;
+        if (!f.add_zero_attn && !params.bias_k)  // else Lk grows by the extra key rows
+            run.stream_weights(query.array.dimension() == 3 ? attntrace::Shape{batch, heads, lq, lk}
+                                                            : attntrace::Shape{heads, lq, lk});
         run.check_budget({batch, heads, lq, lk});
         run.enable_progress(batch * heads, lq, lk, dims.query_dim / heads);
     }

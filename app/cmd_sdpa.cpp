@@ -22,6 +22,7 @@ void run_sdpa(const AttentionFlags& f) {
     if (q.array.dimension() >= 2 && k.array.dimension() >= 2) {
         attntrace::Shape plane = shape_of(q.array);
         plane.back() = k.array.shape()[k.array.dimension() - 2];
+        run.stream_weights(plane);
         run.check_budget(plane);
         std::size_t planes = 1;
         for (std::size_t d = 0; d + 2 < plane.size(); ++d) planes *= plane[d];

@@ -258,6 +258,46 @@ void write_file_atomically(const std::string& path, Pieces bytes) {
     if (const int error = temp.commit(*target); error != 0) throw_output_errno(path, error);
 }
 
+struct StreamedFile::Impl {
+    std::string path, target;
+    TempFile temp;
+    Impl(const std::string& p, const std::string& t, const std::string& dir, const std::string& base)
+        : path(p), target(t), temp(dir, temp_prefix(dir, base), p) {}
+};
+
+std::unique_ptr<StreamedFile> StreamedFile::open(const std::string& path) {
+    if (path == "-" || path.empty()) return nullptr;
+    const std::optional<std::string> target = regular_target(path);
+    if (!target) return nullptr;
+    const fs::path target_path(*target);
+    const std::string base = target_path.filename().string();
+    if (base.empty() || base == "." || base == "..") throw OutputError(path + ": is a directory");
+    std::string dir = target_path.parent_path().string();
+    if (!dir.empty() && dir.back() != '/') dir += '/';
+    std::unique_ptr<StreamedFile> file(new StreamedFile());
+    file->impl_ = std::make_unique<Impl>(path, *target, dir, base);
+    return file;
+}
+
+StreamedFile::StreamedFile() = default;
+StreamedFile::~StreamedFile() = default;
+
+void StreamedFile::write_at(std::size_t offset, std::string_view bytes) {
+    while (!bytes.empty()) {
+        const ssize_t wrote = ::pwrite(impl_->temp.fd(), bytes.data(), bytes.size(), static_cast<off_t>(offset));
+        if (wrote < 0) {
+            if (errno == EINTR) continue;
+            throw_output_errno(impl_->path, errno);
+        }
+        bytes.remove_prefix(static_cast<std::size_t>(wrote));
+        offset += static_cast<std::size_t>(wrote);
+    }
+}
+
+void StreamedFile::commit() {
+    if (const int error = impl_->temp.commit(impl_->target); error != 0) throw_output_errno(impl_->path, error);
+}
+
 bool same_output_file(const std::string& a, const std::string& b) {
     if (a == "-" || b == "-") return false;
     std::error_code ignored;

@@ -120,11 +120,14 @@ void pool_row(PooledSums& pooled, std::size_t n, std::size_t i, const T* w, std:
     pooled.add_row(n, i, bins.data());
 }
 
-// The block's rows over every key at once, S (rows, Lk) being its rows of the weights buffer.
+// The block's rows over every key at once, S (rows, Lk) being its rows of the weights buffer, or
+// of ROWS (kQueryBlock * Lk, reused) when the weights are streamed to the sink.
 template <class T>
-std::size_t attend_block(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, Kept<T>& kept, const Block& blk) {
+std::size_t attend_block(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, Kept<T>& kept, const Block& blk,
+                         std::vector<T>& rows) {
     const std::size_t lk = hb.lk, at = (blk.n * hb.lq + blk.i0) * lk;
-    T* s = kept.weights->data() + at;
+    if (!kept.weights) rows.resize(blk.rows * lk);
+    T* s = kept.weights ? kept.weights->data() + at : rows.data();
     scores(hb, blk, 0, lk, scale, s);
     if (kept.scores) std::copy(s, s + blk.rows * lk, kept.scores->data() + at);
     mask(masks, blk, 0, lk, s);
@@ -140,6 +143,7 @@ std::size_t attend_block(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T sca
         if (kept.pooled && kind == RowKind::allowed && !std::isnan(s[r * lk]))  // a NaN row adds nothing
             pool_row(*kept.pooled, blk.n, blk.i0 + r, s + r * lk, lk);
     }
+    if (kept.sink) (*kept.sink)(at, s, blk.rows * lk);
     context(hb, blk, 0, lk, s, T(0));
     for (std::size_t r = 0; r < blk.rows; ++r)  // zero weights · a NaN or Inf in V: still zero
         if (empty[r]) fill_context_row(hb, blk, r, T(0));
@@ -265,6 +269,7 @@ Kept<T> plan_kept(const Reporter<T>& rep, const AttentionOptions& options, const
     // The weights-kept path computes in the weights buffer, so any kept (Lq, Lk) stage needs it.
     if (options.need_weights || rep.wants("weights") || kept.scores || kept.masked_scores)
         kept.weights = Array<T>::from_shape(plane_shape);
+    if (options.weights_sink) kept.sink = &options.weights_sink;  // from the weights buffer when there is one
     return kept;
 }
 
@@ -276,6 +281,7 @@ std::size_t attend(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, Ke
     if (tasks == 0) return 0;
     threads = std::max<std::size_t>(1, std::min(threads, tasks));
     std::vector<TileScratch<T>> tiles(kept.tiled() ? threads : 0);
+    std::vector<std::vector<T>> streamed_rows(threads);  // per worker, reused; empty unless streamed
     std::vector<std::size_t> empty(threads, 0);
     RowStats* stats = kept.stats ? &*kept.stats : nullptr;
     for (auto& t : tiles) t.pictures = TilePictureRows<T>(kept.pooled ? &*kept.pooled : nullptr, stats, hb.lk, hb.lq == hb.lk);
@@ -284,7 +290,7 @@ std::size_t attend(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, Ke
         const std::size_t i0 = (task % blocks) * kQueryBlock;
         const Block blk{task / blocks, i0, std::min(kQueryBlock, hb.lq - i0)};
         empty[worker] += kept.tiled() ? attend_block_tiled(hb, masks, scale, blk, tiles[worker], stats)
-                                      : attend_block(hb, masks, scale, kept, blk);
+                                      : attend_block(hb, masks, scale, kept, blk, streamed_rows[worker]);
         if (progress) progress(++done, tasks);
     });
     std::size_t total = 0;

@@ -37,9 +37,11 @@ struct Kept {
     std::optional<Array<T>> weights;        // (N, Lq, Lk); the weights-kept path computes in it
     std::optional<RowStats> stats;          // (N, Lq) rows' entropy, most-attended key, detector values
     std::optional<PooledSums> pooled;       // (N, <= cells, <= cells) for pictures, on both paths
+    // Weights streamed instead of kept (AttentionOptions::weights_sink); null when not.
+    const std::function<void(std::size_t, const void*, std::size_t)>* sink = nullptr;
 
-    // Nothing (Lq, Lk)-sized kept: the tiled path.
-    bool tiled() const { return !weights; }
+    // Nothing (Lq, Lk)-sized kept or streamed: the tiled path.
+    bool tiled() const { return !weights && !sink; }
     AttentionReport<T> report() {
         return {scores ? &*scores : nullptr, masked_scores ? &*masked_scores : nullptr, weights ? &*weights : nullptr};
     }

@@ -8,7 +8,9 @@
 // error and, through atomic_output.hpp, on SIGINT/SIGTERM. An existing target is replaced in one
 // step and always holds one whole file. "-" writes to stdout; an existing file that is not a
 // regular file (/dev/null, a FIFO) is written in place.
+#include <cstddef>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -21,6 +23,26 @@ void write_file_atomically(const std::string& path, std::string_view bytes);
 // The same for bytes in several pieces, written one after the other (a header, then a tensor's
 // data straight from its buffer).
 void write_file_atomically(const std::string& path, std::initializer_list<std::string_view> pieces);
+
+// A file written in pieces at any offsets, from any number of threads at once (pwrite), and put
+// at its path only by commit(): the same temp file and the same refusals as write_file_atomically.
+// Destroyed uncommitted (an error, a signal), it leaves nothing behind.
+class StreamedFile {
+public:
+    // nullptr when PATH is "-" or an existing file that is not a regular file (write those whole).
+    static std::unique_ptr<StreamedFile> open(const std::string& path);
+    ~StreamedFile();
+    StreamedFile(const StreamedFile&) = delete;
+    StreamedFile& operator=(const StreamedFile&) = delete;
+
+    void write_at(std::size_t offset, std::string_view bytes);  // OutputError naming the path
+    void commit();
+
+private:
+    StreamedFile();
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
 
 // True when the output paths A and B would write one file: one existing file however it is
 // spelled or linked (by identity), or one place for a file not there yet. "-" and character

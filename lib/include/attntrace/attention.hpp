@@ -38,6 +38,11 @@ struct AttentionOptions {
     std::size_t pooled_cells = 0;  // > 0: AttentionResult::pooled, at most this many cells per axis
     // Called as (done, total) from the worker threads while scores -> context runs (a progress bar).
     std::function<void(std::size_t, std::size_t)> progress;
+    // Without need_weights: each block of weight rows goes here as it is computed, as (index of
+    // its first element in the (N, Lq, Lk) weights, its elements (of the computation's type T),
+    // their count), from the worker threads in any order. The weights are never held whole: a
+    // file can take them (pwrite) with no (N, Lq, Lk) buffer to allocate and zero.
+    std::function<void(std::size_t, const void*, std::size_t)> weights_sink;
     std::string query_name = "query", key_name = "key", value_name = "value";
 };
 
