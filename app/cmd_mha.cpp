@@ -128,11 +128,11 @@ void run_mha(const MhaFlags& f) {
     const auto positions = model ? attntrace::positions_for_layer(model->layer.config, model->weights, f.normed)
                                  : positions_from_flags<T>(c, heads, params.w_q.shape()[0] / heads);
     if (model) run.options.scale = model->layer.config.scale, masks.causal = model->layer.config.causal;
+    run.options.average_heads = f.average_heads;
     if (query.array.dimension() >= 2 && key.array.dimension() >= 2) {
         const std::size_t batch = query.array.dimension() == 3 ? query.array.shape()[0] : 1;
         const std::size_t lq = query.array.shape()[query.array.dimension() - 2];
         const std::size_t lk = key.array.shape()[key.array.dimension() - 2];
-        run.options.average_heads = f.average_heads;
         if (!f.add_zero_attn && !params.bias_k)  // else Lk grows by the extra key rows
             run.stream_weights(query.array.dimension() == 3 ? attntrace::Shape{batch, heads, lq, lk}
                                                             : attntrace::Shape{heads, lq, lk});
@@ -140,7 +140,6 @@ void run_mha(const MhaFlags& f) {
         run.enable_progress(batch * heads, lq, lk, dims.query_dim / heads);
     }
 
-    run.options.average_heads = f.average_heads;
     run.options.query_name = c.query, run.options.key_name = key_path, run.options.value_name = value_path;
     const attntrace::MhaConfig config{heads, dims.kv_heads, !f.no_out_proj, f.add_zero_attn};
     FlagNames flags = kMhaFlags;  // the positions' flags too, unless they come from the checkpoint

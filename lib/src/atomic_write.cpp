@@ -237,6 +237,17 @@ std::optional<std::string> regular_target(const std::string& path) {
     return path;
 }
 
+// The temp file for PATH, to be put at TARGET (PATH with its symlink resolved) by commit():
+// in TARGET's directory.
+TempFile temp_file_for(const std::string& path, const std::string& target) {
+    const fs::path target_path(target);
+    const std::string base = target_path.filename().string();
+    if (base.empty() || base == "." || base == "..") throw OutputError(path + ": is a directory");
+    std::string dir = target_path.parent_path().string();
+    if (!dir.empty() && dir.back() != '/') dir += '/';
+    return TempFile(dir, temp_prefix(dir, base), path);
+}
+
 }  // namespace
 
 void write_file_atomically(const std::string& path, std::string_view bytes) { write_file_atomically(path, {bytes}); }
@@ -247,13 +258,7 @@ void write_file_atomically(const std::string& path, Pieces bytes) {
     const std::optional<std::string> target = regular_target(path);
     if (!target) return write_in_place(path, bytes);
 
-    const fs::path target_path(*target);
-    const std::string base = target_path.filename().string();
-    if (base.empty() || base == "." || base == "..") throw OutputError(path + ": is a directory");
-    std::string dir = target_path.parent_path().string();
-    if (!dir.empty() && dir.back() != '/') dir += '/';
-
-    TempFile temp(dir, temp_prefix(dir, base), path);
+    TempFile temp = temp_file_for(path, *target);
     if (const int error = write_all(temp.fd(), bytes); error != 0) throw_output_errno(path, error);
     if (const int error = temp.commit(*target); error != 0) throw_output_errno(path, error);
 }
@@ -261,21 +266,15 @@ void write_file_atomically(const std::string& path, Pieces bytes) {
 struct StreamedFile::Impl {
     std::string path, target;
     TempFile temp;
-    Impl(const std::string& p, const std::string& t, const std::string& dir, const std::string& base)
-        : path(p), target(t), temp(dir, temp_prefix(dir, base), p) {}
+    Impl(const std::string& p, const std::string& t) : path(p), target(t), temp(temp_file_for(p, t)) {}
 };
 
 std::unique_ptr<StreamedFile> StreamedFile::open(const std::string& path) {
     if (path == "-" || path.empty()) return nullptr;
     const std::optional<std::string> target = regular_target(path);
     if (!target) return nullptr;
-    const fs::path target_path(*target);
-    const std::string base = target_path.filename().string();
-    if (base.empty() || base == "." || base == "..") throw OutputError(path + ": is a directory");
-    std::string dir = target_path.parent_path().string();
-    if (!dir.empty() && dir.back() != '/') dir += '/';
     std::unique_ptr<StreamedFile> file(new StreamedFile());
-    file->impl_ = std::make_unique<Impl>(path, *target, dir, base);
+    file->impl_ = std::make_unique<Impl>(path, *target);
     return file;
 }
 
