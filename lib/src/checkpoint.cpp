@@ -262,7 +262,7 @@ public:
     template <class T>
     Array<T> read(const std::string& name) {
         const Shard& s = shard(name);
-        Array<T> out = read_safetensors_tensor<T>(s.bytes.bytes(), s.index, name);
+        Array<T> out = read_safetensors_tensor<T>(s.bytes.bytes(), s.index, name, &s.bytes);
         const SafetensorsIndex::Tensor& t = s.index.tensors.at(name);
         s.bytes.release(t.offset, t.nbytes);  // converted: the file's pages need not stay resident
         return out;

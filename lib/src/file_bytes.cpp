@@ -160,7 +160,7 @@ FileBytes FileBytes::open(const std::string& path) {
             fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
         } while (fd < 0 && errno == EINTR);
         if (fd < 0) throw_errno(path, errno);
-        const FdCloser closer{fd};
+        FdCloser closer{fd};
 
         struct stat info {};
         if (::fstat(fd, &info) != 0) throw_errno(path, errno);
@@ -173,6 +173,7 @@ FileBytes FileBytes::open(const std::string& path) {
                 file.mapping_ = mapping;
                 file.data_ = static_cast<const char*>(mapping);
                 file.size_ = size;
+                file.fd_ = std::exchange(closer.fd, -1);  // kept open for copy()
                 return file;
             }
             // Some file systems cannot map: read it instead.
@@ -189,6 +190,7 @@ FileBytes::FileBytes(FileBytes&& other) noexcept
     : name_(std::move(other.name_)),
       size_(std::exchange(other.size_, 0)),
       mapping_(std::exchange(other.mapping_, nullptr)),
+      fd_(std::exchange(other.fd_, -1)),
       buffer_(std::move(other.buffer_)) {
     data_ = mapping_ != nullptr ? static_cast<const char*>(mapping_) : buffer_.data();
     other.buffer_.clear();
@@ -198,9 +200,11 @@ FileBytes::FileBytes(FileBytes&& other) noexcept
 FileBytes& FileBytes::operator=(FileBytes&& other) noexcept {
     if (this == &other) return *this;
     if (mapping_ != nullptr) ::munmap(mapping_, size_);
+    if (fd_ >= 0) ::close(fd_);
     name_ = std::move(other.name_);
     size_ = std::exchange(other.size_, 0);
     mapping_ = std::exchange(other.mapping_, nullptr);
+    fd_ = std::exchange(other.fd_, -1);
     buffer_ = std::move(other.buffer_);
     data_ = mapping_ != nullptr ? static_cast<const char*>(mapping_) : buffer_.data();
     other.buffer_.clear();
@@ -216,8 +220,25 @@ void FileBytes::release(std::size_t offset, std::size_t length) const {
     if (begin < end) ::madvise(static_cast<char*>(mapping_) + begin, end - begin, MADV_DONTNEED);
 }
 
+void FileBytes::copy(std::size_t offset, std::size_t length, void* to) const {
+    if (fd_ < 0) {
+        if (length > 0) std::memcpy(to, data_ + offset, length);
+        return;
+    }
+    constexpr std::size_t max_read = std::size_t{1} << 30;  // Linux reads at most ~2 GiB at once
+    char* out = static_cast<char*>(to);
+    while (length > 0) {
+        const ssize_t got = ::pread(fd_, out, std::min(length, max_read), static_cast<off_t>(offset));
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) throw_errno(name_, errno);
+        if (got == 0) throw InputError(name_ + ": the file shrank while it was read");
+        out += got, offset += static_cast<std::size_t>(got), length -= static_cast<std::size_t>(got);
+    }
+}
+
 FileBytes::~FileBytes() {
     if (mapping_ != nullptr) ::munmap(mapping_, size_);
+    if (fd_ >= 0) ::close(fd_);
 }
 
 void remember_inputs(bool on) noexcept {

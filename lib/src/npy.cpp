@@ -23,6 +23,7 @@
 #include "attntrace/errors.hpp"
 #include "attntrace/tensor.hpp"
 #include "attntrace/npy.hpp"
+#include "attntrace/file_bytes.hpp"
 #include "half.hpp"
 
 namespace attntrace {
@@ -383,7 +384,7 @@ std::optional<std::uint64_t> npy_stated_size(std::string_view head, const std::s
 }
 
 template <class T>
-LoadedTensor<T> parse_npy(std::string_view bytes, const std::string& name) {
+LoadedTensor<T> parse_npy(std::string_view bytes, const std::string& name, const FileBytes* file) {
     if (bytes.empty()) fail(name, "empty file");
     const std::optional<NpyLayout> preamble = npy_preamble(bytes, name);
     if (!preamble) {
@@ -418,7 +419,8 @@ LoadedTensor<T> parse_npy(std::string_view bytes, const std::string& name) {
     const bool swap = header.big_endian != (std::endian::native == std::endian::big);
     const bool same_order = !header.fortran_order || header.shape.size() < 2;
     if (header.dtype == dtype_of<T>() && !swap && same_order) {
-        if (needed > 0) std::memcpy(loaded.array.data(), src, needed);
+        if (file) file->copy(data_begin, needed, loaded.array.data());
+        else if (needed > 0) std::memcpy(loaded.array.data(), src, needed);
     } else if (swap) {
         convert<T, true>(header.dtype, src, header.fortran_order, loaded.array);
     } else {
@@ -475,8 +477,8 @@ std::string npy_bytes(const Array<T>& array) {
     return out;
 }
 
-template LoadedTensor<float> parse_npy<float>(std::string_view, const std::string&);
-template LoadedTensor<double> parse_npy<double>(std::string_view, const std::string&);
+template LoadedTensor<float> parse_npy<float>(std::string_view, const std::string&, const FileBytes*);
+template LoadedTensor<double> parse_npy<double>(std::string_view, const std::string&, const FileBytes*);
 template std::string npy_bytes<float>(const Array<float>&);
 template std::string npy_bytes<double>(const Array<double>&);
 template std::string npy_header<float>(const Shape&);

@@ -92,10 +92,10 @@ Tensors<T> read_param_tensors(const std::string& path) {
     if (std::filesystem::is_directory(path, ec)) return read_npy_directory<T>(path);
     const FileBytes file = FileBytes::open(path);
     const std::string_view bytes = file.bytes();
-    if (ends_with_ci(path, ".safetensors")) return parse_safetensors<T>(bytes, path);
+    if (ends_with_ci(path, ".safetensors")) return parse_safetensors<T>(bytes, path, &file);
     if (ends_with_ci(path, ".json")) return parse_json_params<T>(bytes, path);
     const Sniffed format = sniff_format(bytes, bytes.size());
-    if (format == Sniffed::safetensors) return parse_safetensors<T>(bytes, path);
+    if (format == Sniffed::safetensors) return parse_safetensors<T>(bytes, path, &file);
     if (format == Sniffed::json && bytes[bytes.find_first_not_of(" \t\r\n")] == '{') return parse_json_params<T>(bytes, path);
     fail(path, "not a .safetensors file, a JSON object of name -> nested arrays, or a directory of NAME.npy files");
 }

@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -347,15 +348,36 @@ Header read_header(std::string_view bytes, const std::string& name) {
     return out;
 }
 
+
+
+// A tensor's ARRAY.size() items of DTYPE at byte OFFSET of BYTES into ARRAY: through FILE
+// (FileBytes::copy, pieces of 1 MiB to convert) when given, so a mapping is never touched.
+template <class T>
+void read_tensor_data(std::string_view bytes, const FileBytes* file, const StDType& dtype, std::size_t offset,
+                      Array<T>& array) {
+    if (!file) return convert(dtype, bytes.data() + offset, array.data(), array.size());
+    const bool same = (dtype.kind == StKind::f32 && std::is_same_v<T, float>) ||
+                      (dtype.kind == StKind::f64 && std::is_same_v<T, double>);
+    if (same && std::endian::native == std::endian::little)
+        return file->copy(offset, array.size() * sizeof(T), array.data());
+    const std::size_t piece = (std::size_t{1} << 20) / dtype.size * dtype.size;
+    T* dst = array.data();
+    file->for_each_chunk(offset, array.size() * dtype.size, piece, [&](const char* src, std::size_t n) {
+        convert(dtype, src, dst, n / dtype.size);
+        dst += n / dtype.size;
+    });
+}
+
 }  // namespace
 
 template <class T>
-std::map<std::string, Array<T>> parse_safetensors(std::string_view bytes, const std::string& name) {
+std::map<std::string, Array<T>> parse_safetensors(std::string_view bytes, const std::string& name,
+                                                  const FileBytes* file) {
     const Header header = read_header(bytes, name);
     std::map<std::string, Array<T>> out;
     for (const Entry& e : header.entries) {
         auto array = Array<T>::from_shape(e.shape);
-        convert(*e.dtype, bytes.data() + header.data_start + e.begin, array.data(), array.size());
+        read_tensor_data(bytes, file, *e.dtype, header.data_start + e.begin, array);
         out.emplace(e.name, std::move(array));
     }
     return out;
@@ -372,19 +394,20 @@ SafetensorsIndex index_safetensors(std::string_view bytes, const std::string& na
 }
 
 template <class T>
-Array<T> read_safetensors_tensor(std::string_view bytes, const SafetensorsIndex& index, const std::string& tensor) {
+Array<T> read_safetensors_tensor(std::string_view bytes, const SafetensorsIndex& index, const std::string& tensor,
+                                 const FileBytes* file) {
     const auto it = index.tensors.find(tensor);
     if (it == index.tensors.end()) fail(index.file, "no tensor '" + tensor + "'");
     const SafetensorsIndex::Tensor& t = it->second;
     auto array = Array<T>::from_shape(t.shape);
-    convert(*find_dtype(t.dtype), bytes.data() + t.offset, array.data(), array.size());
+    read_tensor_data(bytes, file, *find_dtype(t.dtype), t.offset, array);
     return array;
 }
 
 template <class T>
 std::map<std::string, Array<T>> load_safetensors(const std::string& path) {
     const FileBytes file = FileBytes::open(path);
-    return parse_safetensors<T>(file.bytes(), path);
+    return parse_safetensors<T>(file.bytes(), path, &file);
 }
 
 template <class T>
@@ -424,10 +447,10 @@ std::string safetensors_bytes(const std::map<std::string, Array<T>>& tensors) {
     return out;
 }
 
-template std::map<std::string, Array<float>> parse_safetensors<float>(std::string_view, const std::string&);
-template std::map<std::string, Array<double>> parse_safetensors<double>(std::string_view, const std::string&);
-template Array<float> read_safetensors_tensor<float>(std::string_view, const SafetensorsIndex&, const std::string&);
-template Array<double> read_safetensors_tensor<double>(std::string_view, const SafetensorsIndex&, const std::string&);
+template std::map<std::string, Array<float>> parse_safetensors<float>(std::string_view, const std::string&, const FileBytes*);
+template std::map<std::string, Array<double>> parse_safetensors<double>(std::string_view, const std::string&, const FileBytes*);
+template Array<float> read_safetensors_tensor<float>(std::string_view, const SafetensorsIndex&, const std::string&, const FileBytes*);
+template Array<double> read_safetensors_tensor<double>(std::string_view, const SafetensorsIndex&, const std::string&, const FileBytes*);
 template std::map<std::string, Array<float>> load_safetensors<float>(const std::string&);
 template std::map<std::string, Array<double>> load_safetensors<double>(const std::string&);
 template std::string safetensors_bytes<float>(const std::map<std::string, Array<float>>&);

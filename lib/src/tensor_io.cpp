@@ -22,16 +22,13 @@ namespace fs = std::filesystem;
 
 // ---- reading ----------------------------------------------------------------------------------
 
-template <class T>
-LoadedTensor<T> load_tensor(const std::string& path) {
-    const FileBytes file = FileBytes::open(path);
-    return parse_tensor<T>(file.bytes(), path);
-}
+namespace {
 
+// parse_tensor, reading a .npy's data through FILE when there is one (parse_npy).
 template <class T>
-LoadedTensor<T> parse_tensor(std::string_view bytes, const std::string& name) {
+LoadedTensor<T> parse_tensor_from(std::string_view bytes, const std::string& name, const FileBytes* file) {
     switch (sniff_format(bytes, bytes.size())) {
-    case Sniffed::npy: return parse_npy<T>(bytes, name);
+    case Sniffed::npy: return parse_npy<T>(bytes, name, file);
     case Sniffed::json: return parse_json_tensor<T>(bytes, name);
     case Sniffed::empty: throw InputError(name + ": empty file");
     case Sniffed::blank: throw InputError(name + ": empty file (only whitespace)");
@@ -45,6 +42,19 @@ LoadedTensor<T> parse_tensor(std::string_view bytes, const std::string& name) {
         message += "; a zip archive (.npz, or torch.save output) holds several arrays: save one with numpy.save";
     }
     throw InputError(message);
+}
+
+}  // namespace
+
+template <class T>
+LoadedTensor<T> load_tensor(const std::string& path) {
+    const FileBytes file = FileBytes::open(path);
+    return parse_tensor_from<T>(file.bytes(), path, &file);
+}
+
+template <class T>
+LoadedTensor<T> parse_tensor(std::string_view bytes, const std::string& name) {
+    return parse_tensor_from<T>(bytes, name, nullptr);
 }
 
 // ---- writing ----------------------------------------------------------------------------------

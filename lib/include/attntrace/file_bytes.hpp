@@ -7,6 +7,7 @@
 // .safetensors (the parser then says why), at the size a .npy header states, at the first byte
 // that cannot be in JSON text, and at the machine's physical memory. /dev/zero is never read
 // until memory runs out.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -30,6 +31,29 @@ public:
 
     std::string_view bytes() const { return {data_, size_}; }
 
+    // Copies bytes [OFFSET, OFFSET + LENGTH) (inside bytes()) to TO. A mapped file's bytes are
+    // read with pread, so the kernel copies them from its page cache and the mapping's pages are
+    // never faulted in: for a tensor's data, 3x faster than touching the mapping on the machine
+    // measured (README, Performance). Throws InputError when the file shrank or cannot be read.
+    void copy(std::size_t offset, std::size_t length, void* to) const;
+
+    // Calls USE(bytes, count) on [OFFSET, OFFSET + LENGTH) in order, in pieces of at most CHUNK
+    // bytes read as copy() reads them (or the slice itself when the bytes are in memory): for
+    // converting a tensor without touching the mapping.
+    template <class Use>
+    void for_each_chunk(std::size_t offset, std::size_t length, std::size_t chunk, Use&& use) const {
+        if (fd_ < 0) {
+            use(data_ + offset, length);
+            return;
+        }
+        std::string piece(std::min(chunk, length), '\0');
+        for (std::size_t done = 0; done < length; done += piece.size()) {
+            const std::size_t n = std::min(piece.size(), length - done);
+            copy(offset + done, n, piece.data());
+            use(static_cast<const char*>(piece.data()), n);
+        }
+    }
+
     // Drops the pages of bytes [OFFSET, OFFSET + LENGTH) from memory when the file is mapped (they
     // are read again from the file if touched): a tensor converted once need not stay resident.
     void release(std::size_t offset, std::size_t length) const;
@@ -41,6 +65,7 @@ private:
     const char* data_ = nullptr;
     std::size_t size_ = 0;
     void* mapping_ = nullptr;   // non-null when mmap'ed
+    int fd_ = -1;               // the mapped file, open for copy(); -1 when not mapped
     std::string buffer_;        // holds stdin / pipe contents
 };
 

@@ -14,10 +14,13 @@
 
 namespace attntrace {
 
+class FileBytes;
+
 // The tensor in BYTES (a whole .npy file), converted to T (float or double); NAME is used in
-// messages. The fuzzer drives it.
+// messages. The fuzzer drives it. With FILE (whose bytes() BYTES are), data already in T's dtype
+// and order is read with FILE->copy() straight into the array.
 template <class T>
-LoadedTensor<T> parse_npy(std::string_view bytes, const std::string& name);
+LoadedTensor<T> parse_npy(std::string_view bytes, const std::string& name, const FileBytes* file = nullptr);
 
 // For a .npy file arriving on a stream: the size of the whole file (header and data) that the
 // header at the start of HEAD states, or nullopt while HEAD does not yet hold the whole header.

@@ -12,9 +12,13 @@
 
 namespace attntrace {
 
-// Every tensor in BYTES converted to T; NAME is used in messages (InputError).
+class FileBytes;
+
+// Every tensor in BYTES converted to T; NAME is used in messages (InputError). With FILE (whose
+// bytes() BYTES are) the data is read through FileBytes::copy, never by touching the mapping.
 template <class T>
-std::map<std::string, Array<T>> parse_safetensors(std::string_view bytes, const std::string& name);
+std::map<std::string, Array<T>> parse_safetensors(std::string_view bytes, const std::string& name,
+                                                  const FileBytes* file = nullptr);
 
 template <class T>
 std::map<std::string, Array<T>> load_safetensors(const std::string& path);
@@ -35,9 +39,11 @@ struct SafetensorsIndex {
 // Validates BYTES' header as parse_safetensors does, reading no tensor data (InputError).
 SafetensorsIndex index_safetensors(std::string_view bytes, const std::string& name);
 
-// One tensor of BYTES (the file INDEX came from) converted to T; InputError when absent.
+// One tensor of BYTES (the file INDEX came from) converted to T, read as parse_safetensors reads
+// with FILE; InputError when absent.
 template <class T>
-Array<T> read_safetensors_tensor(std::string_view bytes, const SafetensorsIndex& index, const std::string& tensor);
+Array<T> read_safetensors_tensor(std::string_view bytes, const SafetensorsIndex& index, const std::string& tensor,
+                                 const FileBytes* file = nullptr);
 
 // The bytes of a .safetensors file holding TENSORS (dtype F32 for float, F64 for double),
 // in name order.
