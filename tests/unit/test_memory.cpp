@@ -1,6 +1,9 @@
 // The memory budget's pieces: sizes as users write them, and the refusal.
 #include <doctest/doctest.h>
 
+#include <cstring>
+
+#include "attntrace/buffer.hpp"
 #include "attntrace/errors.hpp"
 #include "attntrace/memory.hpp"
 
@@ -30,3 +33,25 @@ TEST_CASE("the budget refuses exactly what does not fit, saying how much is need
     CHECK_THROWS_AS(check_memory_budget(3, 8ull * 32768 * 32768, 4, 1ull << 30, "w", "x"), InputError);
     CHECK(default_memory_budget() > 0);
 }
+
+#if !defined(__SANITIZE_ADDRESS__)  // under AddressSanitizer freed blocks are not kept (buffer.cpp)
+TEST_CASE("a freed buffer of 64 KiB and up serves a later request it holds, if at most 4x larger than it") {
+    // sizes no other test uses, so no block kept from another test fits better
+    const std::size_t mib = std::size_t{1} << 20;
+    void* qkv = attntrace::allocate_buffer(45 * mib);
+    std::memset(qkv, 1, 45 * mib);
+    attntrace::free_buffer(qkv);
+    void* small = attntrace::allocate_buffer(128 << 10);  // 24x smaller: a fresh block
+    CHECK(small != qkv);
+    void* out = attntrace::allocate_buffer(40 * mib + 3);  // smaller: the kept block
+    CHECK(out == qkv);
+    std::memset(out, 2, 40 * mib + 3);  // writable
+    void* tiny = attntrace::allocate_buffer(100);  // below 64 KiB: malloc, never kept
+    attntrace::free_buffer(tiny);
+    attntrace::free_buffer(out);
+    attntrace::free_buffer(small);
+    void* again = attntrace::allocate_buffer(44 * mib);
+    CHECK(again == qkv);
+    attntrace::free_buffer(again);
+}
+#endif
