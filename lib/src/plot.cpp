@@ -12,6 +12,7 @@
 
 #include "attntrace/colormap.hpp"
 #include "attntrace/errors.hpp"
+#include "dynamic_library.hpp"
 #include "font5x7.hpp"
 
 namespace attntrace {
@@ -238,15 +239,13 @@ struct LibPng {
 
 template <class F>
 void bind_png(void* handle, F& fn, const char* name) {
-    fn = reinterpret_cast<F>(dlsym(handle, name));
-    if (!fn) throw OutputError(std::string("libpng16 has no symbol ") + name);
+    bind_symbol<OutputError>(handle, fn, name, "libpng16");
 }
 
 // dlopen of the runtime library by its soname, else the one found at build time (as gemm.cpp does
 // for OpenBLAS). Throws OutputError when neither loads.
 LibPng load_png() {
-    void* handle = dlopen("libpng16.so.16", RTLD_NOW | RTLD_LOCAL);
-    if (!handle) handle = dlopen(ATTNTRACE_PNG_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    void* handle = open_library("libpng16.so.16", ATTNTRACE_PNG_LIBRARY);
     if (!handle) throw OutputError(std::string("libpng16 could not be loaded (") + dlerror() + ")");
     LibPng lib;
     bind_png(handle, lib.create_write_struct, "png_create_write_struct");
