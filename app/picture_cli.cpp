@@ -79,7 +79,12 @@ std::string draw_pictures(const PictureFlags& f, const PooledWeights& weights, c
     if (!f.plot.empty()) {
         PlotOptions o{title, labels.query, labels.key, f.batch, shown_heads(f)};
         const std::string bytes = naming_flags(kPictureFlagNames, [&] {
-            return ends_with(f.plot, ".png") ? plot_png(weights, o) : plot_svg(weights, o);
+            if (!ends_with(f.plot, ".png")) return plot_svg(weights, o);
+            try {
+                return plot_png(weights, o);
+            } catch (const OutputError& e) {  // libpng could not be loaded or failed: say which file
+                throw OutputError(f.plot + ": " + e.what());
+            }
         });
         write_file_atomically(f.plot, bytes);
     }

@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "dynamic_library.hpp"
+
 namespace attntrace {
 
 namespace {
@@ -42,16 +44,13 @@ struct OpenBlas {
 
 template <class F>
 void bind(void* handle, F& fn, const char* name) {
-    fn = reinterpret_cast<F>(dlsym(handle, name));
-    if (!fn) throw std::runtime_error(std::string("OpenBLAS: no symbol ") + name);
+    bind_symbol<std::runtime_error>(handle, fn, name, "OpenBLAS");
 }
 
-// dlopen of the runtime library (its soname, as the dynamic linker would resolve it, so Debian's
-// alternatives choose the variant), else the one found at build time.
+// dlopen of the runtime library (its soname, else the one found at build time).
 OpenBlas open_blas() {
     OpenBlas blas;
-    blas.handle = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
-    if (!blas.handle) blas.handle = dlopen(ATTNTRACE_OPENBLAS_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    blas.handle = open_library("libopenblas.so.0", ATTNTRACE_OPENBLAS_LIBRARY);
     if (!blas.handle) throw std::runtime_error(std::string("cannot load OpenBLAS: ") + dlerror());
     bind(blas.handle, blas.sgemm, "cblas_sgemm");
     bind(blas.handle, blas.dgemm, "cblas_dgemm");

@@ -1,15 +1,18 @@
 #include "attntrace/plot.hpp"
 
+#include <dlfcn.h>
 #include <png.h>
 
 #include <algorithm>
 #include <cmath>
+#include <csetjmp>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
 
 #include "attntrace/colormap.hpp"
 #include "attntrace/errors.hpp"
+#include "dynamic_library.hpp"
 #include "font5x7.hpp"
 
 namespace attntrace {
@@ -218,38 +221,88 @@ private:
     std::vector<std::uint8_t> px_;  // (h, w, 3) RGB
 };
 
+// libpng, loaded on the first PNG written rather than at start-up: linked in, it and libz cost
+// every run about 0.5 ms of mapping and relocation, and only --plot FILE.png uses them.
+struct LibPng {
+    decltype(&png_create_write_struct) create_write_struct = nullptr;
+    decltype(&png_create_info_struct) create_info_struct = nullptr;
+    decltype(&png_destroy_write_struct) destroy_write_struct = nullptr;
+    decltype(&png_set_longjmp_fn) set_longjmp_fn = nullptr;  // behind png.h's png_jmpbuf
+    decltype(&png_get_io_ptr) get_io_ptr = nullptr;
+    decltype(&png_set_write_fn) set_write_fn = nullptr;
+    decltype(&png_set_IHDR) set_IHDR = nullptr;
+    decltype(&png_set_text) set_text = nullptr;
+    decltype(&png_write_info) write_info = nullptr;
+    decltype(&png_write_row) write_row = nullptr;
+    decltype(&png_write_end) write_end = nullptr;
+};
+
+template <class F>
+void bind_png(void* handle, F& fn, const char* name) {
+    bind_symbol<OutputError>(handle, fn, name, "libpng16");
+}
+
+// dlopen of the runtime library by its soname, else the one found at build time (as gemm.cpp does
+// for OpenBLAS). Throws OutputError when neither loads.
+LibPng load_png() {
+    void* handle = open_library("libpng16.so.16", ATTNTRACE_PNG_LIBRARY);
+    if (!handle) throw OutputError(std::string("libpng16 could not be loaded (") + dlerror() + ")");
+    LibPng lib;
+    bind_png(handle, lib.create_write_struct, "png_create_write_struct");
+    bind_png(handle, lib.create_info_struct, "png_create_info_struct");
+    bind_png(handle, lib.destroy_write_struct, "png_destroy_write_struct");
+    bind_png(handle, lib.set_longjmp_fn, "png_set_longjmp_fn");
+    bind_png(handle, lib.get_io_ptr, "png_get_io_ptr");
+    bind_png(handle, lib.set_write_fn, "png_set_write_fn");
+    bind_png(handle, lib.set_IHDR, "png_set_IHDR");
+    bind_png(handle, lib.set_text, "png_set_text");
+    bind_png(handle, lib.write_info, "png_write_info");
+    bind_png(handle, lib.write_row, "png_write_row");
+    bind_png(handle, lib.write_end, "png_write_end");
+    return lib;
+}
+
+// The loaded libpng; loads it on the first call (a failed load throws, and the next call tries again).
+const LibPng& libpng() {
+    static const LibPng lib = load_png();
+    return lib;
+}
+
 extern "C" void png_append(png_structp png, png_bytep data, png_size_t n) {
-    static_cast<std::string*>(png_get_io_ptr(png))->append(reinterpret_cast<const char*>(data), n);
+    static_cast<std::string*>(libpng().get_io_ptr(png))->append(reinterpret_cast<const char*>(data), n);
 }
 extern "C" void png_no_flush(png_structp) {}
 
-// RGB PIXELS (h, w, 3) as PNG bytes, with the tEXt chunk KEY = TEXT.
+// RGB PIXELS (h, w, 3) as PNG bytes, with the tEXt chunk KEY = TEXT. Throws OutputError when libpng
+// cannot be loaded or fails.
 std::string encode_png(const std::vector<std::uint8_t>& pixels, int w, int h, const std::string& key,
                        const std::string& text) {
+    const LibPng& lib = libpng();
     std::string out;
-    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
-    png_infop info = png ? png_create_info_struct(png) : nullptr;
+    png_structp png = lib.create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+    png_infop info = png ? lib.create_info_struct(png) : nullptr;
     if (!info) {
-        png_destroy_write_struct(&png, nullptr);
-        throw OutputError("png: cannot start the encoder (out of memory?)");
+        lib.destroy_write_struct(&png, nullptr);
+        throw OutputError("cannot start the PNG encoder (out of memory?)");
     }
-    if (setjmp(png_jmpbuf(png))) {
-        png_destroy_write_struct(&png, &info);
-        throw OutputError("png: the encoder failed");
+    if (setjmp(*lib.set_longjmp_fn(png, longjmp, sizeof(jmp_buf)))) {  // png.h's png_jmpbuf(png)
+        lib.destroy_write_struct(&png, &info);
+        throw OutputError("the PNG encoder failed");
     }
-    png_set_write_fn(png, &out, png_append, png_no_flush);
-    png_set_IHDR(png, info, png_uint_32(w), png_uint_32(h), 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+    lib.set_write_fn(png, &out, png_append, png_no_flush);
+    lib.set_IHDR(png, info, png_uint_32(w), png_uint_32(h), 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
     png_text chunk{};
     chunk.compression = PNG_TEXT_COMPRESSION_NONE;
     chunk.key = const_cast<char*>(key.c_str());
     chunk.text = const_cast<char*>(text.c_str());
     chunk.text_length = text.size();
-    png_set_text(png, info, &chunk, 1);
-    png_write_info(png, info);
-    for (int y = 0; y < h; ++y) png_write_row(png, const_cast<png_bytep>(&pixels[std::size_t(y) * std::size_t(w) * 3]));
-    png_write_end(png, nullptr);
-    png_destroy_write_struct(&png, &info);
+    lib.set_text(png, info, &chunk, 1);
+    lib.write_info(png, info);
+    for (int y = 0; y < h; ++y)
+        lib.write_row(png, const_cast<png_bytep>(&pixels[std::size_t(y) * std::size_t(w) * 3]));
+    lib.write_end(png, nullptr);
+    lib.destroy_write_struct(&png, &info);
     return out;
 }
 

@@ -4,7 +4,8 @@
 #   - a computing command is one process: no second execve (attntrace once re-executed itself to
 #     set OPENBLAS_NUM_THREADS and OPENBLAS_CORETYPE, paying a second start-up);
 #   - with --threads 1 no thread is started at all: OpenBLAS started no pool of its own;
-#   - a command that multiplies nothing (info) never opens libopenblas.
+#   - a command that multiplies nothing (info) never opens libopenblas;
+#   - libpng is opened only by a run that writes a PNG.
 # The numbers it computes this way are checked by every numeric test.
 source "$(dirname "$0")/cli_common.bash"
 command -v strace > /dev/null || { echo "SKIP: no strace"; exit 77; }
@@ -32,4 +33,13 @@ run 0 "$A" random --shape 1,64,64 --seed 3 -o "$W/x.npy"
 run 0 strace -f -qq -e trace=openat -o "$W/trace.txt" "$A" mha -q "$W/x.npy" --heads 2 --seed 0 --threads 1 -o "$W/o.npy"
 grep -q 'libopenblas.*= [0-9]' "$W/trace.txt" || fail "mha with 64x64 products did not open OpenBLAS (is this test looking at the right thing?)"
 echo "ok info and the atcold sdpa never load OpenBLAS; a 64-token mha does"
+# libpng (lib/src/plot.cpp) is loaded the same way, on the first PNG written: linked, it and libz
+# cost every start about 0.5 ms. The atcold sdpa never opens it; --plot F.png does, and writes a PNG.
+! grep -q 'libpng' "$W/trace.txt" || fail "mha without --plot opened libpng: $(grep libpng "$W/trace.txt")"
+run 0 strace -f -qq -e trace=openat -o "$W/trace.txt" "$A" "${sdpa[@]}"
+! grep -q 'libpng' "$W/trace.txt" || fail "the atcold sdpa opened libpng: $(grep libpng "$W/trace.txt")"
+run 0 strace -f -qq -e trace=openat -o "$W/trace.txt" "$A" "${sdpa[@]}" --plot "$W/p.png"
+grep -q 'libpng16.*= [0-9]' "$W/trace.txt" || fail "sdpa --plot F.png did not open libpng16 (is this test looking at the right thing?)"
+[ "$(head -c 8 "$W/p.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "sdpa --plot F.png: not a PNG signature"
+echo "ok only --plot F.png loads libpng, and writes a PNG"
 echo "blas loading: ok"

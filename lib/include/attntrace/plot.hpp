@@ -24,7 +24,8 @@ struct PlotOptions {
     std::vector<std::size_t> heads;         // the heads to draw; empty: every head
 };
 
-// The PNG file's bytes. Throws UsageError for a batch or head out of range.
+// The PNG file's bytes. Throws UsageError for a batch or head out of range, OutputError when
+// libpng16 (loaded on the first call) cannot be loaded or fails.
 std::string plot_png(const PooledWeights& weights, const PlotOptions& options);
 // The SVG document.
 std::string plot_svg(const PooledWeights& weights, const PlotOptions& options);
