@@ -1,6 +1,5 @@
 #include "attention_cli.hpp"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -203,13 +202,6 @@ AttentionRun<T>::AttentionRun(const AttentionFlags& flags, const std::vector<std
     // detectors name the heads in the heatmap headers.
     options.row_stats = flags.trace != TraceDetail::none || flags.format == TraceFormat::json || flags.pictures.any();
     if (flags.pictures.any()) options.pooled_cells = kPictureCells;
-    // A query of 64 KiB and up makes products OpenBLAS runs; with a second core its loading
-    // (3-5 ms) overlaps the reading of the inputs. One thread, or a small run, never starts one.
-    struct stat query {};
-    const std::size_t threads = flags.threads ? flags.threads : attntrace::available_cores();
-    if (threads > 1 && flags.query != "-" && ::stat(flags.query.c_str(), &query) == 0 && S_ISREG(query.st_mode) &&
-        query.st_size >= (64 << 10))
-        blas_preload_ = attntrace::BlasPreload::start();
 }
 
 template <class T>

@@ -8,7 +8,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include "attntrace/gemm.hpp"
 #include "attntrace/atomic_write.hpp"
 #include "attntrace/attention.hpp"
 #include "attntrace/positions.hpp"
@@ -114,7 +113,6 @@ private:
     std::unique_ptr<attntrace::StreamedFile> weights_file_;  // --attn-weights, when streamed
     const AttentionFlags& flags_;
     std::vector<std::pair<std::string, std::string>> dumps_;  // stage, file
-    attntrace::BlasPreload blas_preload_;  // OpenBLAS loading while the inputs are read
 };
 
 using attntrace::shape_of;

@@ -101,11 +101,8 @@ const OpenBlas& blas() {
     static OpenBlas loaded;
     std::call_once(once, [] {
         loaded = load_blas();
-        const int threads = pending_threads.load();
-        if (threads) loaded.set_num_threads(threads);
+        if (const int threads = pending_threads.load()) loaded.set_num_threads(threads);
         blas_loaded = true;
-        // a count set meanwhile (BlasPreload loads on another thread) saw blas_loaded false
-        if (const int now = pending_threads.load(); now != threads) loaded.set_num_threads(now);
     });
     return loaded;
 }
@@ -178,27 +175,6 @@ std::size_t available_cores() {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
     return std::max(1u, std::thread::hardware_concurrency());
-}
-
-BlasPreload BlasPreload::start() {
-    BlasPreload preload;
-    preload.thread_ = std::thread([] {
-        try {
-            blas();
-        } catch (...) {  // call_once stays unset: the first product loads again and reports
-        }
-    });
-    return preload;
-}
-
-BlasPreload& BlasPreload::operator=(BlasPreload&& other) noexcept {
-    if (thread_.joinable()) thread_.join();
-    thread_ = std::move(other.thread_);
-    return *this;
-}
-
-BlasPreload::~BlasPreload() {
-    if (thread_.joinable()) thread_.join();
 }
 
 std::string blas_core_name() { return blas().core(); }

@@ -48,15 +48,3 @@ TEST_CASE("gemm: small products (loops) and large ones (OpenBLAS) equal a float6
             check_product(ta, tb, 70, 65, 64, 1.0f, 2.0f);
         }
 }
-
-TEST_CASE("BlasPreload loads OpenBLAS on its own thread, and a thread count set meanwhile is kept") {
-    const std::size_t before = attntrace::blas_threads();
-    {
-        const attntrace::BlasPreload preload = attntrace::BlasPreload::start();
-        attntrace::set_blas_threads(1);  // races the loading on purpose
-    }  // joined: loaded
-    CHECK(attntrace::blas_threads() == 1);
-    CHECK(attntrace::blas_config().rfind("OpenBLAS", 0) == 0);
-    check_product(false, true, 70, 65, 64, 0.125f, 0.0f);
-    if (before > 0) attntrace::set_blas_threads(before);
-}

@@ -4,7 +4,6 @@
 #include <cstddef>
 #include <optional>
 #include <string>
-#include <thread>
 
 namespace attntrace {
 
@@ -28,21 +27,6 @@ std::size_t blas_threads();
 
 // The cores this process may run on (its CPU affinity): the default thread count.
 std::size_t available_cores();
-
-// Loads OpenBLAS on a thread of its own while the caller goes on (reading its inputs), so that the
-// first large product need not wait the few milliseconds its loading takes. Destroying the object
-// waits for that thread. A failure to load is left for the first product to report.
-class BlasPreload {
-public:
-    BlasPreload() = default;
-    static BlasPreload start();
-    BlasPreload(BlasPreload&&) noexcept = default;
-    BlasPreload& operator=(BlasPreload&& other) noexcept;
-    ~BlasPreload();
-
-private:
-    std::thread thread_;
-};
 
 // OpenBLAS's build configuration ("OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64").
 std::string blas_config();
