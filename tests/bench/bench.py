@@ -12,7 +12,8 @@ The cases are issue 14's table, each at every thread count given:
   L=4096   B=1 L=4096, no weights
   L=32768  B=1 L=32768, no weights (--skip-long skips it; PyTorch MHA is not run: it would hold
            the L x L weights, 32 GiB)
-  start-up the atcold example (`sdpa` on data/atcold with --trace values), median of 21 runs
+  start-up the atcold example (`sdpa` on data/atcold with --trace values), median of 101 runs
+           by hyperfine when installed (else 21 from Python), next to /bin/true's
 all with E=512, H=8, float32.
 
 For every case it measures the median wall time of attntrace's WHOLE process (load the .npy and
@@ -49,7 +50,7 @@ Without --quick it also sweeps L = 512 .. 32768 (to 8192 with --skip-long) witho
 thread and each thread count, attntrace alone, for time and peak memory against L.
 These are figures to read, not pass/fail tests: the machines are shared and noisy.
 """
-import argparse, datetime, json, os, statistics, subprocess, sys, tempfile, time
+import argparse, datetime, json, os, shlex, shutil, statistics, subprocess, sys, tempfile, time
 
 import numpy as np
 
@@ -81,6 +82,17 @@ def run_process(cmd):
     rss = float(open(rss_file).read().split()[-1]) / 1024 if timed else usage.ru_maxrss / 1024
     os.unlink(rss_file)
     return wall, rss
+
+
+def startup_times(cmd):
+    """Sorted wall seconds of runs of CMD (see Bench.startup)."""
+    hyperfine = shutil.which("hyperfine")
+    if not hyperfine:
+        return sorted(run_process(cmd)[0] for _ in range(21))
+    with tempfile.NamedTemporaryFile(prefix="attntrace-hyperfine-", suffix=".json") as out:
+        subprocess.run([hyperfine, "-N", "-w", "10", "-r", "101", "--export-json", out.name, "--style", "none",
+                        " ".join(shlex.quote(c) for c in cmd)], check=True, stdout=subprocess.DEVNULL)
+        return sorted(json.load(open(out.name))["results"][0]["times"])
 
 
 def flops(b, lq, lk, e):
@@ -359,17 +371,20 @@ class Bench:
         return row
 
     def startup(self, threads):
-        """Median and min seconds of 21 runs of the atcold example at THREADS (None: the default)."""
+        """Median and min seconds of the atcold example at THREADS (None: the default), and of
+        /bin/true, this machine's floor for any process: hyperfine's 101 runs when it is installed
+        (it starts the process itself), else 21 runs started from Python (a fork of this large
+        process adds its own milliseconds)."""
         d = os.path.join(ROOT, "data", "atcold")
         cmd = [self.exe, "sdpa", "-q", os.path.join(d, "q1.npy"), "-k", os.path.join(d, "k.npy"),
                "-v", os.path.join(d, "v.npy"), "--scale", "0.125", "--trace", "values"]
         cmd += ["--threads", str(threads)] if threads else []
-        starts = sorted(run_process(cmd)[0] for _ in range(21))
+        starts, floor = startup_times(cmd), startup_times(["/bin/true"])
         label = "start-up (atcold sdpa, --trace values)"
         print(f"{label:<28} threads={threads or 'default'}: median {1000 * statistics.median(starts):.1f} ms "
-              f"(min {1000 * starts[0]:.1f} ms)", flush=True)
+              f"(min {1000 * starts[0]:.1f} ms; /bin/true {1000 * statistics.median(floor):.1f} ms)", flush=True)
         return {"key": "startup", "case": "start-up: atcold `sdpa`, `--trace values`", "threads": threads,
-                "attntrace_s": statistics.median(starts), "min_s": starts[0]}
+                "attntrace_s": statistics.median(starts), "min_s": starts[0], "true_s": statistics.median(floor)}
 
 
 def ms(seconds):
@@ -390,7 +405,7 @@ def markdown(bench, rows, ceilings, threads, notes):
                  f"{' and '.join(bench.torch_envs)})" if bench.torch_version else f"no PyTorch in {a.python}")
     lines = [f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on {cpu_model()} "
              f"({cores} CPUs), {kernels}, {torch_txt}; E=512, H=8, float32; medians of {a.reps} "
-             f"{'run' if a.reps == 1 else 'runs'} (start-up: 21). attntrace: the whole process; PyTorch: the warm forward alone in a fresh "
+             f"{'run' if a.reps == 1 else 'runs'} (start-up: 101 by hyperfine, or 21). attntrace: the whole process; PyTorch: the warm forward alone in a fresh "
              f"interpreter; ratio = PyTorch time / attntrace time.", ""]
     lines.append("sgemm ceiling (OpenBLAS, 2048³): " + ", ".join(f"{plural(t)} {sgemm[t]:.0f} GFLOP/s" for t in threads)
                  + ".")
@@ -423,6 +438,8 @@ def table_cells(r):
     if "write_share" in r:
         share += (f"; {r['bytes_written'] / 2**20:.0f} MiB written at ≥ {r['write_gbs']:.2f} GB/s = "
                   f"{100 * r['write_share']:.0f}% of the page-cache rate ({r['page_cache_gbs']:.2f} GB/s)")
+    if "true_s" in r:
+        share = f"/bin/true: {ms(r['true_s'])} (any process's floor here)"
     cells.append(share)
     return cells
 
