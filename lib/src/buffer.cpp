@@ -15,11 +15,7 @@ namespace attntrace {
 
 namespace {
 constexpr std::size_t huge_page = std::size_t{2} << 20;
-// From 1 MiB up a block is 2 MiB-aligned huge pages, its capacity rounded up to 2 MiB (at most 2x
-// its bytes): one fault zeroes 2 MiB at about 10 GB/s, where populating 4 KiB pages runs at about
-// 1 GB/s on the VM measured (build/tests/membw_ceiling). The weights case's 1 and 3 MiB parameter
-// and scratch blocks: 80.7 -> 71.5 ms at 2 threads (interleaved medians of 40 runs).
-constexpr std::size_t large = std::size_t{1} << 20;
+constexpr std::size_t large = std::size_t{4} << 20;       // and up: huge pages
 constexpr std::size_t populated = std::size_t{64} << 10;  // and up: populated, then reused
 constexpr std::size_t max_kept = 8;                       // freed blocks kept at most,
 constexpr std::size_t max_kept_bytes = std::size_t{64} << 20;  // holding at most this

@@ -1,7 +1,7 @@
 #pragma once
-// The allocator behind every Array: large blocks (1 MiB and up) are 2 MiB-aligned and marked for
+// The allocator behind every Array: large blocks (4 MiB and up) are 2 MiB-aligned and marked for
 // transparent huge pages (madvise), so a (B, H, Lq, Lk) weights buffer costs a few dozen page
-// faults instead of thousands. Blocks of 64 KiB to 1 MiB are populated by one madvise; freed ones
+// faults instead of thousands. Blocks from 64 KiB on are populated by one madvise, and freed ones
 // are kept (at most 8 and 64 MiB) to serve a later request they can hold, with their pages already
 // present. Small blocks come from malloc as usual. Memory is not initialized.
 #include <cstddef>
