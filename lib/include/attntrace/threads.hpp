@@ -16,7 +16,10 @@ namespace attntrace {
 std::size_t thread_count(std::size_t requested);
 
 // Runs work(worker) on workers 1 .. threads-1 (as many as can be started) and on the calling
-// thread as worker 0, then joins them; returns how many workers ran. WORK must not throw.
+// thread as worker 0, and returns when all are done; returns how many workers ran. The workers are
+// threads started on first use and kept, parked, for later calls. A call made from inside WORK, or
+// from another thread while one runs, runs on its calling thread alone (returns 1). WORK must not
+// throw.
 std::size_t run_workers(std::size_t threads, const std::function<void(std::size_t)>& work);
 
 // Runs fn(task, worker) for task in [0, tasks) on up to `threads` workers; each worker takes the
