@@ -8,6 +8,7 @@
 
 #include "attntrace/atomic_write.hpp"
 #include "attntrace/errors.hpp"
+#include "attntrace/file_bytes.hpp"
 #include "flag_parsing.hpp"
 #include "attntrace/gemm.hpp"
 #include "attntrace/memory.hpp"
@@ -197,6 +198,7 @@ AttentionRun<T>::AttentionRun(const AttentionFlags& flags, const std::vector<std
     options.scale = flags.scale;
     options.need_weights = !flags.attn_weights.empty();
     options.threads = flags.threads;
+    attntrace::set_read_threads(flags.threads);  // the inputs are read with the same workers
     check_picture_flags(flags.pictures);
     // The pictures use weights pooled inside the core (never the (Lq, Lk) weights), and the head
     // detectors name the heads in the heatmap headers.

@@ -5,6 +5,7 @@
 // Invariant: data_ points into the mapping when mapping_ is set, else into buffer_ (so a move
 // re-points data_ at the new object's buffer_: a short buffer lives inside the string object).
 #include "attntrace/file_bytes.hpp"
+#include "attntrace/threads.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -220,11 +221,31 @@ void FileBytes::release(std::size_t offset, std::size_t length) const {
     if (begin < end) ::madvise(static_cast<char*>(mapping_) + begin, end - begin, MADV_DONTNEED);
 }
 
+namespace {
+std::atomic<std::size_t> read_workers{1};  // set_read_threads
+}  // namespace
+
+void set_read_threads(std::size_t threads) noexcept { read_workers.store(std::max<std::size_t>(1, thread_count(threads))); }
+
 void FileBytes::copy(std::size_t offset, std::size_t length, void* to) const {
     if (fd_ < 0) {
         if (length > 0) std::memcpy(to, data_ + offset, length);
         return;
     }
+    // At least 1 MiB per worker, in 64 KiB-aligned slices of the destination.
+    const std::size_t workers = std::min(read_workers.load(), length / (std::size_t{1} << 20));
+    if (workers > 1) {
+        const std::size_t per = (length / workers + 65535) / 65536 * 65536;
+        parallel_for(workers, workers, [&](std::size_t i, std::size_t) {
+            const std::size_t begin = std::min(length, i * per), n = std::min(per, length - begin);
+            if (n) read_range(offset + begin, n, static_cast<char*>(to) + begin);
+        });
+        return;
+    }
+    read_range(offset, length, to);
+}
+
+void FileBytes::read_range(std::size_t offset, std::size_t length, void* to) const {
     constexpr std::size_t max_read = std::size_t{1} << 30;  // Linux reads at most ~2 GiB at once
     char* out = static_cast<char*>(to);
     while (length > 0) {

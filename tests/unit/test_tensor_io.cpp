@@ -600,6 +600,28 @@ TEST_CASE("FileBytes::copy and for_each_chunk give the file's bytes, and a file 
           dir / "big.bin" + ": the file shrank while it was read");
 }
 
+TEST_CASE("FileBytes::copy with several read workers gives the same bytes, and a shrunk file is still an InputError") {
+    TempDir dir;
+    std::string bytes(5 * 1024 * 1024 + 4099, '\0');  // 5 slices of 1 MiB and up, unaligned ends
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 11);
+    write_file(dir / "big.bin", bytes);
+    const FileBytes file = FileBytes::open(dir / "big.bin");
+    for (std::size_t threads : {2u, 3u, 4u, 16u}) {
+        set_read_threads(threads);
+        std::string copied(bytes.size() - 333, '\0');
+        file.copy(333, copied.size(), copied.data());
+        CHECK_MESSAGE(copied == bytes.substr(333), threads);
+        std::string small(4096, '\0');  // under 2 MiB: one read on the calling thread
+        file.copy(1, small.size(), small.data());
+        CHECK(small == bytes.substr(1, small.size()));
+    }
+    fs::resize_file(dir / "big.bin", 3 * 1024 * 1024);
+    std::string copied(bytes.size(), '\0');
+    CHECK(error_of<InputError>([&] { file.copy(0, copied.size(), copied.data()); }) ==
+          dir / "big.bin" + ": the file shrank while it was read");
+    set_read_threads(1);
+}
+
 TEST_CASE("load_tensor (data read with pread) gives every .npy fixture exactly as parse_npy of its bytes") {
     const fs::path npy_dir = fs::path(ATTNTRACE_FIXTURES) / "npy" / "good";
     std::size_t compared = 0;

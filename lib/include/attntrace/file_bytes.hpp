@@ -34,7 +34,9 @@ public:
     // Copies bytes [OFFSET, OFFSET + LENGTH) (inside bytes()) to TO. A mapped file's bytes are
     // read with pread, so the kernel copies them from its page cache and the mapping's pages are
     // never faulted in: for a tensor's data, 3x faster than touching the mapping on the machine
-    // measured (README, Performance). Throws InputError when the file shrank or cannot be read.
+    // measured (README, Performance). From 2 MiB on, slices of at least 1 MiB are read by up to
+    // set_read_threads() workers at once, so the faults of TO's fresh pages are taken in parallel.
+    // Throws InputError when the file shrank or cannot be read.
     void copy(std::size_t offset, std::size_t length, void* to) const;
 
     // Calls USE(bytes, count) on [OFFSET, OFFSET + LENGTH) in order, in pieces of at most CHUNK
@@ -61,6 +63,7 @@ public:
 
 private:
     FileBytes() = default;
+    void read_range(std::size_t offset, std::size_t length, void* to) const;  // one thread's pread loop
     std::string name_;
     const char* data_ = nullptr;
     std::size_t size_ = 0;
@@ -68,6 +71,10 @@ private:
     int fd_ = -1;               // the mapped file, open for copy(); -1 when not mapped
     std::string buffer_;        // holds stdin / pipe contents
 };
+
+// How many workers FileBytes::copy may use for one large read (0: every core this process may
+// use; 1, the default: the calling thread only). app/ sets it from --threads.
+void set_read_threads(std::size_t threads) noexcept;
 
 // From remember_inputs(true) on, every regular file FileBytes::open reads is remembered by
 // identity (st_dev, st_ino), and write_file_atomically refuses to replace one of them: a run
