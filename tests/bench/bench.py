@@ -5,6 +5,8 @@ Usage: tests/bench/bench.py [--build build] [--threads 2] [--python /usr/bin/pyt
                             [--quick] [--skip-long] [--json FILE] [--markdown FILE]
 Many-core mode: tests/bench/bench.py --build build --threads 1,2,4,8,16 --python python3 --quick
 (thread counts above this machine's cores are skipped with a note).
+On a machine without Debian's packages (the device machine), pack the build and Debian's OpenBLAS
+with tests/bench/device_bundle.sh and run with LD_LIBRARY_PATH=.device-bundle/lib --build .device-bundle/build.
 
 The cases are issue 14's table, each at every thread count given:
   weights  B=4 L=512, per-head weights written (attntrace --attn-weights FILE; PyTorch
