@@ -222,6 +222,22 @@ void AttentionRun<T>::stream_weights(const Shape& weights_shape) {
 }
 
 template <class T>
+void AttentionRun<T>::stream_output() {
+    const std::string& path = flags_.output;
+    if (path.empty() || format_from_extension(path) != FileFormat::npy) return;
+    output_file_ = attntrace::StreamedFile::open(path);  // null for stdout, /dev/null, a FIFO
+    if (!output_file_) return;
+    options.output_sink = [this](const attntrace::Shape& shape, std::size_t first, const void* data, std::size_t count) {
+        std::call_once(output_header_, [&] {
+            const std::string header = attntrace::npy_header<T>(shape);
+            output_file_->write_at(0, header);
+            output_data_at_ = header.size();
+        });
+        output_file_->write_at(output_data_at_ + first * sizeof(T), {static_cast<const char*>(data), count * sizeof(T)});
+    };
+}
+
+template <class T>
 void AttentionRun<T>::enable_progress(std::size_t planes, std::size_t lq, std::size_t lk, std::size_t p) {
     const std::size_t threads = flags_.threads ? flags_.threads : available_cores();
     if (!want_progress(expected_seconds(planes, lq, lk, p, threads))) return;
@@ -300,7 +316,10 @@ void AttentionRun<T>::check_budget(const Shape& plane_shape) const {
 template <class T>
 void AttentionRun<T>::finish(AttentionResult<T>& result, TraceContext context) const {
     progress_.reset();
-    if (!flags_.output.empty()) save_tensor(flags_.output, result.output, stdout_format(flags_.output));
+    if (output_file_ && result.output_streamed)
+        output_file_->commit();
+    else if (!flags_.output.empty())
+        save_tensor(flags_.output, result.output, stdout_format(flags_.output));
     if (weights_file_)
         weights_file_->commit();
     else if (!flags_.attn_weights.empty() && result.weights)

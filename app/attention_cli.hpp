@@ -2,6 +2,7 @@
 // What sdpa and mha share on the command line: the flags, loading the attention mask, the memory
 // budget, and writing the outputs, the dumps and the trace.
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -91,6 +92,11 @@ public:
     // and the budget does not count one. WEIGHTS_SHAPE: the weights the file holds. Call it
     // before check_budget; the file appears (atomically) in finish().
     void stream_weights(const attntrace::Shape& weights_shape);
+    // -o written while mha's output projection computes it, block by block (pwrite), when it is a
+    // .npy file: the write overlaps the projection of the other rows. The header is written with
+    // the first block (the core knows the output's shape); the file appears in finish(), and is
+    // written whole there instead when the core did not stream it (no output projection).
+    void stream_output();
 
     attntrace::AttentionOptions options;
     attntrace::StageRecorder<T> recorder;
@@ -111,6 +117,9 @@ private:
 
     mutable std::unique_ptr<ProgressBar> progress_;  // erased (reset) before the trace prints
     std::unique_ptr<attntrace::StreamedFile> weights_file_;  // --attn-weights, when streamed
+    std::unique_ptr<attntrace::StreamedFile> output_file_;   // -o, when streamed
+    std::once_flag output_header_;                            // written by the first block's worker
+    std::size_t output_data_at_ = 0;                          // the header's size
     const AttentionFlags& flags_;
     std::vector<std::pair<std::string, std::string>> dumps_;  // stage, file
 };

@@ -136,6 +136,7 @@ void run_mha(const MhaFlags& f) {
         if (!f.add_zero_attn && !params.bias_k)  // else Lk grows by the extra key rows
             run.stream_weights(query.array.dimension() == 3 ? attntrace::Shape{batch, heads, lq, lk}
                                                             : attntrace::Shape{heads, lq, lk});
+        run.stream_output();
         run.check_budget({batch, heads, lq, lk});
         run.enable_progress(batch * heads, lq, lk, dims.query_dim / heads);
     }

@@ -109,7 +109,7 @@ public:
         fd_ = ::mkostemp(name.data(), O_CLOEXEC);
         if (fd_ < 0) throw_output_errno(target, errno);
         path_ = std::move(name);
-        registered_ = register_pending_temp(path_);
+        slot_ = register_pending_temp(path_);
         // mkstemp creates the file 0600; make it what a plain open(2) would with mode 0644.
         if (::fchmod(fd_, 0644 & ~current_umask()) != 0) {
             const int error = errno;
@@ -143,15 +143,15 @@ private:
     std::string prefix_;
     std::string path_;  // the temp file's name; empty while it has none
     int fd_ = -1;
-    bool registered_ = false;
+    int slot_ = -1;  // register_pending_temp's, or -1
     bool committed_ = false;
 
     // Closes the file, and removes it unless committed.
     void discard() noexcept {
         if (fd_ >= 0) ::close(std::exchange(fd_, -1));
         if (!path_.empty() && !committed_) ::unlink(path_.c_str());
-        if (registered_) forget_pending_temp();
-        registered_ = false;
+        forget_pending_temp(slot_);
+        slot_ = -1;
     }
 
     // Closes the file; returns 0 or the errno of the failure.
@@ -168,7 +168,7 @@ private:
             const SignalsBlocked blocked;
             if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) {
                 path_ = std::move(name);
-                registered_ = register_pending_temp(path_);
+                slot_ = register_pending_temp(path_);
                 return 0;
             }
             if (errno != EEXIST) return errno;

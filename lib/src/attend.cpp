@@ -300,17 +300,20 @@ std::size_t attend(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, Ke
 
 template <class T>
 void project_rows(const T* x, std::size_t rows, const Array<T>& w, const std::optional<Array<T>>& b, T* y,
-                  std::size_t ldy, std::size_t threads) {
+                  std::size_t ldy, std::size_t threads, const std::function<void(std::size_t, std::size_t)>& rows_done) {
     const std::size_t out = w.shape()[0], in = w.shape()[1];
     constexpr std::size_t min_rows = 64;  // below this a chunk is not worth a thread
-    const std::size_t chunks = std::max<std::size_t>(1, std::min(threads, rows / min_rows));
+    // Four chunks per worker, so that ROWS_DONE's work overlaps the rest; the same split with or
+    // without it, so a streamed output has the same bits as one written whole.
+    const std::size_t chunks = std::max<std::size_t>(1, std::min(threads * 4, rows / min_rows));
     const std::size_t per = (rows + chunks - 1) / chunks;
-    parallel_for(chunks, chunks, [&](std::size_t c, std::size_t) {
+    parallel_for(chunks, threads, [&](std::size_t c, std::size_t) {
         const std::size_t r0 = c * per, r1 = std::min(rows, r0 + per);
         if (r0 >= r1) return;
         if (b)
             for (std::size_t r = r0; r < r1; ++r) std::copy(b->begin(), b->end(), y + r * ldy);
         gemm<T>(false, true, r1 - r0, out, in, T(1), x + r0 * in, in, w.data(), in, b ? T(1) : T(0), y + r0 * ldy, ldy);
+        if (rows_done) rows_done(r0, r1);
     });
 }
 
@@ -319,7 +322,7 @@ void project_rows(const T* x, std::size_t rows, const Array<T>& w, const std::op
     template std::size_t attend(const HeadBatch<T>&, const MaskPlan<T>&, T, Kept<T>&, std::size_t,             \
                                 const std::function<void(std::size_t, std::size_t)>&);                        \
     template void project_rows(const T*, std::size_t, const Array<T>&, const std::optional<Array<T>>&, T*,     \
-                               std::size_t, std::size_t);
+                               std::size_t, std::size_t, const std::function<void(std::size_t, std::size_t)>&);
 ATTNTRACE_STAGES(float)
 ATTNTRACE_STAGES(double)
 

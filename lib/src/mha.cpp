@@ -212,17 +212,28 @@ void merge_heads(Array<T>& merged, const MhaShape& s, const Reporter<T>& rep) {
 }
 
 // out_project: output (B, Lq, PO) := merged · W_oᵀ + b_o, or merged itself with no W_o; 2-D
-// (Lq, PO) for a 2-D input.
+// (Lq, PO) for a 2-D input. With W_o and a SINK, each block of rows also goes to the sink as it is
+// computed, and STREAMED is set.
 template <class T>
 Array<T> out_project(Array<T> merged, const MhaParams<T>& params, const MhaConfig& config, const MhaShape& s,
-                     std::size_t threads, bool fused, const Reporter<T>& rep) {
+                     std::size_t threads, bool fused, const Reporter<T>& rep,
+                     const AttentionOptions::OutputSink& sink, bool& streamed) {
     const bool with_w_o = params.w_o && config.out_proj;
     Array<T> output = std::move(merged);
     output.reshape({s.b, s.lq, s.h * s.pv});  // its report dropped B for a 2-D input
     if (with_w_o) {
         const std::size_t po = params.w_o->shape()[0];
         Array<T> projected = Array<T>::from_shape({s.b, s.lq, po});
-        stages::project_rows(output.data(), s.b * s.lq, *params.w_o, params.b_o, projected.data(), po, threads);
+        const Shape final_shape = s.batched ? Shape{s.b, s.lq, po} : Shape{s.lq, po};
+        std::function<void(std::size_t, std::size_t)> rows_done;
+        if (sink)
+            rows_done = [&](std::size_t r0, std::size_t r1) {
+                sink(final_shape, r0 * po, projected.data() + r0 * po, (r1 - r0) * po);
+            };
+        stages::project_rows(output.data(), s.b * s.lq, *params.w_o, params.b_o, projected.data(), po, threads,
+                             rows_done);
+        if (sink && s.b * s.lq * po == 0) sink(final_shape, 0, projected.data(), 0);  // no rows: the shape alone
+        streamed = static_cast<bool>(sink);
         output = std::move(projected);
     }
     const std::size_t cols = output.shape()[2];
@@ -295,7 +306,8 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
     projected = {};  // peak memory: free q, k, v before W_o's output
     report_attention(rep, kept.report(), s.plane(), scale, plan.description, result.empty_rows);
     merge_heads(merged, s, rep);
-    result.output = out_project(std::move(merged), params, config, s, threads, fused, rep);
+    result.output = out_project(std::move(merged), params, config, s, threads, fused, rep, options.output_sink,
+                                result.output_streamed);
     result.row_stats = std::move(kept.stats);
     if (kept.pooled) result.pooled = std::move(*kept.pooled).finish();  // (B, H, cells, cells)
     if (result.row_stats && !s.batched) result.row_stats->shape = {s.h, s.lq};

@@ -385,11 +385,21 @@ TEST_CASE("remove_pending_temp_files removes the temp file of a write in progres
 TEST_CASE("remove_pending_temp_files removes the registered temp file, and only while registered") {
     TempDir dir;
     write_file(dir / ".t.tmp-abcdef", "partial");
-    REQUIRE(register_pending_temp(dir / ".t.tmp-abcdef"));
-    CHECK_FALSE(register_pending_temp(dir / "second"));  // one slot
+    const int slot = register_pending_temp(dir / ".t.tmp-abcdef");
+    REQUIRE(slot >= 0);
+    write_file(dir / ".u.tmp-ghijkl", "partial too");  // -o and --attn-weights streamed at once
+    const int other = register_pending_temp(dir / ".u.tmp-ghijkl");
+    REQUIRE(other >= 0);
+    CHECK(other != slot);
+    std::vector<int> more;  // the remaining slots, then none
+    for (std::size_t i = 2; i < kPendingTempSlots; ++i) more.push_back(register_pending_temp(dir / "more"));
+    for (int m : more) CHECK(m >= 0);
+    CHECK(register_pending_temp(dir / "one too many") == -1);
+    for (int m : more) forget_pending_temp(m);
     remove_pending_temp_files();
     CHECK(entries(dir.path).empty());
-    forget_pending_temp();
+    forget_pending_temp(slot);
+    forget_pending_temp(other);
     write_file(dir / ".t.tmp-abcdef", "kept");
     remove_pending_temp_files();
     CHECK(entries(dir.path) == std::set<std::string>{".t.tmp-abcdef"});

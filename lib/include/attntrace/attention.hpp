@@ -43,6 +43,14 @@ struct AttentionOptions {
     // their count), from the worker threads in any order. The weights are never held whole: a
     // file can take them (pwrite) with no (N, Lq, Lk) buffer to allocate and zero.
     std::function<void(std::size_t, const void*, std::size_t)> weights_sink;
+    // mha with an output projection: each block of output rows also goes here as the projection
+    // computes it, as (the output's final shape, index of the block's first element, its elements
+    // (of type T), their count), from the worker threads in any order, so a file can take them
+    // while the other rows are computed. The output is still returned whole; AttentionResult::
+    // output_streamed says whether every row went here. A throw stops the run and reaches mha's
+    // caller.
+    using OutputSink = std::function<void(const Shape&, std::size_t, const void*, std::size_t)>;
+    OutputSink output_sink;
     std::string query_name = "query", key_name = "key", value_name = "value";
 };
 
@@ -74,6 +82,7 @@ struct AttentionResult {
     HeadSizes sizes;                // mha: P, Pv, PO
     std::optional<RowStats> row_stats;  // with options.row_stats
     std::optional<PooledWeights> pooled;  // with options.pooled_cells: per head, (B, H) or Q's leading dims
+    bool output_streamed = false;   // every row of the output went to options.output_sink
 };
 
 // Q (..., Lq, E), K (..., Lk, E), V (..., Lk, Ev), equal leading dims.
