@@ -206,6 +206,17 @@ AttentionRun<T>::AttentionRun(const AttentionFlags& flags, const std::vector<std
     if (flags.pictures.any()) options.pooled_cells = kPictureCells;
 }
 
+namespace {
+
+// COUNT elements of T at DATA into FILE as the elements from FIRST on of the .npy data that starts
+// at byte AT: what a streamed tensor's sink does with each block.
+template <class T>
+void write_elements(StreamedFile& file, std::size_t at, std::size_t first, const void* data, std::size_t count) {
+    file.write_at(at + first * sizeof(T), {static_cast<const char*>(data), count * sizeof(T)});
+}
+
+}  // namespace
+
 template <class T>
 void AttentionRun<T>::stream_weights(const Shape& weights_shape) {
     const std::string& path = flags_.attn_weights;
@@ -217,7 +228,7 @@ void AttentionRun<T>::stream_weights(const Shape& weights_shape) {
     options.need_weights = false;
     options.weights_sink = [file = weights_file_.get(), at = header.size()](std::size_t first, const void* data,
                                                                             std::size_t count) {
-        file->write_at(at + first * sizeof(T), {static_cast<const char*>(data), count * sizeof(T)});
+        write_elements<T>(*file, at, first, data, count);
     };
 }
 
@@ -233,7 +244,7 @@ void AttentionRun<T>::stream_output() {
             output_file_->write_at(0, header);
             output_data_at_ = header.size();
         });
-        output_file_->write_at(output_data_at_ + first * sizeof(T), {static_cast<const char*>(data), count * sizeof(T)});
+        write_elements<T>(*output_file_, output_data_at_, first, data, count);
     };
 }
 

@@ -232,7 +232,7 @@ Array<T> out_project(Array<T> merged, const MhaParams<T>& params, const MhaConfi
             };
         stages::project_rows(output.data(), s.b * s.lq, *params.w_o, params.b_o, projected.data(), po, threads,
                              rows_done);
-        if (sink && s.b * s.lq * po == 0) sink(final_shape, 0, projected.data(), 0);  // no rows: the shape alone
+        if (sink && s.b * s.lq == 0) sink(final_shape, 0, projected.data(), 0);  // no rows: the shape alone
         streamed = static_cast<bool>(sink);
         output = std::move(projected);
     }

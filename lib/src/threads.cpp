@@ -5,8 +5,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
-#include <mutex>
 #include <cstdio>
+#include <mutex>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -47,12 +47,6 @@ std::size_t new_workers_within_address_space(std::size_t wanted) {
     const std::size_t fit = left / worker_reservation();
     return std::min(wanted, fit > 0 ? fit - 1 : 0);
 }
-
-}  // namespace
-
-std::size_t thread_count(std::size_t requested) { return requested ? requested : available_cores(); }
-
-namespace {
 
 // The workers, started on first use and kept, parked, for the rest of the process: a run makes
 // several parallel calls (the projections, the attention, the output projection), and starting
@@ -144,6 +138,8 @@ private:
 thread_local bool WorkerPool::in_worker_ = false;
 
 }  // namespace
+
+std::size_t thread_count(std::size_t requested) { return requested ? requested : available_cores(); }
 
 std::size_t run_workers(std::size_t threads, const std::function<void(std::size_t)>& work) {
     return WorkerPool::instance().run(threads, work);
