@@ -40,6 +40,10 @@ Ceilings, measured in the same run at each thread count:
          The weights case's share = bytes attntrace wrote (output + weights files) / its whole
          process time, over the best page-cache rate (mmap or pwrite): a lower bound of the share
          the write itself reaches, since the process time also holds the compute.
+  cores  busy cores = attntrace's CPU time (user + system, median) / its wall time (median): the
+         cores its threads kept busy on average. The threads minus that is the part of the run
+         spent on fewer cores (the process start, the reads, loading OpenBLAS, the end) or waiting
+         (a lock, the disk): what stops a run from scaling with cores.
 
 OpenBLAS 0.3.21 does not recognise some newer CPUs and falls back to slow generic kernels;
 attntrace then loads it again with OPENBLAS_CORETYPE set (lib/include/attntrace/gemm.hpp). A
@@ -65,11 +69,13 @@ WRONG = 1e-3  # max |attntrace - PyTorch| above which a run is reported as wrong
 
 
 def run_process(cmd):
-    """Wall seconds and peak RSS (MiB) of one child process.
+    """Wall seconds, peak RSS (MiB) and CPU seconds (user + system, all threads) of one child
+    process.
 
     The RSS comes from GNU time (/usr/bin/time, Debian package `time`) when it is there: a child
     forked straight from this Python process would report Python's own peak as its floor, since
-    Linux carries the forked image's high-water mark across execve."""
+    Linux carries the forked image's high-water mark across execve. The CPU time comes from wait4
+    (with GNU time in between it holds GNU time's own, a fraction of a millisecond)."""
     timed = os.path.exists("/usr/bin/time")
     rss_file = tempfile.NamedTemporaryFile(prefix="attntrace-rss-", delete=False).name
     full = ["/usr/bin/time", "-q", "-f", "%M", "-o", rss_file] + cmd if timed else cmd
@@ -83,7 +89,7 @@ def run_process(cmd):
         sys.exit(f"failed: {' '.join(cmd)}\n{err}")
     rss = float(open(rss_file).read().split()[-1]) / 1024 if timed else usage.ru_maxrss / 1024
     os.unlink(rss_file)
-    return wall, rss
+    return wall, rss, usage.ru_utime + usage.ru_stime
 
 
 def startup_times(cmd):
@@ -313,15 +319,18 @@ class Bench:
         return None
 
     def attntrace(self, key, x_path, threads, need_weights):
-        """Median seconds, peak RSS and bytes written of attntrace mha on X_PATH, and its output and
-        weights paths (the latter "-" when none)."""
+        """Median seconds, peak RSS, bytes written and busy cores (median CPU time / median wall
+        time) of attntrace mha on X_PATH, and its output and weights paths (the latter "-" when
+        none)."""
         out = os.path.join(self.work, f"out_{key}.npy")
         weights = os.path.join(self.work, f"weights_{key}.npy")
         cmd = [self.exe, "mha", "-q", x_path, "--heads", str(HEADS), "--params", self.params, "--trace", "none",
                "--threads", str(threads), "-o", out] + (["--attn-weights", weights] if need_weights else [])
         runs = [run_process(cmd) for _ in range(self.args.reps)]
         written = os.path.getsize(out) + (os.path.getsize(weights) if need_weights else 0)
-        return statistics.median(r[0] for r in runs), max(r[1] for r in runs), written, (out, weights if need_weights else "-")
+        wall = statistics.median(r[0] for r in runs)
+        busy = statistics.median(r[2] for r in runs) / wall
+        return wall, max(r[1] for r in runs), written, busy, (out, weights if need_weights else "-")
 
     def torch_times(self, row, paths, kernels, notes):
         """Fills ROW's PyTorch seconds (the faster environment per kernel), notes, ratios and diffs."""
@@ -355,12 +364,12 @@ class Bench:
         x_path = os.path.join(self.work, f"x_{key}.npy")
         if not os.path.exists(x_path):
             np.save(x_path, self.rng.standard_normal((b, l, E)).astype(np.float32))
-        ours, rss, written, outputs = self.attntrace(key, x_path, threads, need_weights)
+        ours, rss, written, busy, outputs = self.attntrace(key, x_path, threads, need_weights)
         sgemm, membw = ceilings
         gflops = flops(b, l, l, E) / ours / 1e9
         row = {"key": key, "case": label, "B": b, "L": l, "threads": threads, "weights": need_weights,
                "attntrace_s": ours, "peak_rss_mib": rss, "gflops": gflops, "sgemm_gflops": sgemm[threads],
-               "ceiling_share": gflops / sgemm[threads], "bytes_written": written}
+               "ceiling_share": gflops / sgemm[threads], "bytes_written": written, "busy_cores": busy}
         if need_weights and threads in membw:
             best = max(membw[threads]["page_cache_mmap"], membw[threads]["page_cache_write"])
             row.update(write_gbs=written / ours / 1e9, page_cache_gbs=best, write_share=written / ours / 1e9 / best)
@@ -369,7 +378,8 @@ class Bench:
         torch_txt = "  ".join(f"{k.upper()} {row['torch_s'][k]:.4f} s = {row['ratio'][k]:.2f}x"
                               for k in row.get("torch_s", {}))
         print(f"{label:<28} threads={threads:<2} attntrace {ours:.4f} s  {torch_txt}  {gflops:.0f} GFLOP/s "
-              f"({100 * row['ceiling_share']:.0f}% of sgemm)  peak RSS {rss:.0f} MiB", flush=True)
+              f"({100 * row['ceiling_share']:.0f}% of sgemm)  {busy:.2f} cores busy  peak RSS {rss:.0f} MiB",
+              flush=True)
         return row
 
     def startup(self, threads):
@@ -440,6 +450,8 @@ def table_cells(r):
     if "write_share" in r:
         share += (f"; {r['bytes_written'] / 2**20:.0f} MiB written at ≥ {r['write_gbs']:.2f} GB/s = "
                   f"{100 * r['write_share']:.0f}% of the page-cache rate ({r['page_cache_gbs']:.2f} GB/s)")
+    if "busy_cores" in r and r["threads"]:
+        share += f"; {r['busy_cores']:.2f} of {r['threads']} cores busy"
     if "true_s" in r:
         share = f"/bin/true: {ms(r['true_s'])} (any process's floor here)"
     cells.append(share)
