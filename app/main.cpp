@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include "attntrace/atomic_output.hpp"
+#include "attntrace/atomic_write.hpp"
 #include "attntrace/errors.hpp"
 #include "attntrace/file_bytes.hpp"
 #include "attntrace/gemm.hpp"
@@ -59,6 +60,12 @@ int main(int argc, char** argv) {
     std::signal(SIGHUP, on_signal);
     std::signal(SIGXFSZ, SIG_IGN);  // past ulimit -f, write(2) fails with EFBIG and is reported (exit 4)
     attntrace::remember_inputs(true);  // no output may replace a file this run read
+    // A replaced output's old data is freed by a helper after this process, not before it exits
+    // (atomic_write.hpp): the run does not wait for the file system to release it.
+    attntrace::defer_replaced_files(true);
+    struct ReleaseAtExit {
+        ~ReleaseAtExit() { attntrace::release_replaced_files(); }
+    } release_at_exit;
 
     CLI::App app("attntrace: run and trace attention on tensor files (.npy, JSON), and read, convert, compare\n"
                  "and generate those files",

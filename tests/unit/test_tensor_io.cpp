@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "attntrace/atomic_output.hpp"
@@ -271,6 +272,54 @@ TEST_CASE("write_file_atomically replaces an existing file, longer or shorter") 
     write_file_atomically(dir / "f", "");
     CHECK(read_file(dir / "f").empty());
     CHECK(entries(dir.path) == std::set<std::string>{"f"});
+}
+
+namespace {
+// How many of this process's descriptors refer to the file with inode INODE on device DEV.
+int descriptors_on(dev_t dev, ino_t inode) {
+    int count = 0;
+    for (const auto& entry : fs::directory_iterator("/proc/self/fd")) {
+        struct stat info {};
+        const int fd = std::stoi(entry.path().filename().string());
+        if (::fstat(fd, &info) == 0 && info.st_dev == dev && info.st_ino == inode) ++count;
+    }
+    return count;
+}
+}  // namespace
+
+TEST_CASE("defer_replaced_files: a large replaced file loses its name at once and is freed by a helper") {
+    TempDir dir;
+    const std::string big = dir / "big", small = dir / "small";
+    write_file(big, std::string(std::size_t{5} << 20, 'a'));  // 5 MiB: kept for the helper
+    write_file(small, std::string(std::size_t{1} << 20, 'b'));  // 1 MiB: deleted at once
+    struct stat old_big {}, old_small {};
+    REQUIRE(::stat(big.c_str(), &old_big) == 0);
+    REQUIRE(::stat(small.c_str(), &old_small) == 0);
+
+    defer_replaced_files(true);
+    write_file_atomically(big, "new big");
+    write_file_atomically(small, "new small");
+    defer_replaced_files(false);
+    CHECK(read_file(big) == "new big");
+    CHECK(read_file(small) == "new small");
+    CHECK(entries(dir.path) == std::set<std::string>{"big", "small"});  // no name left for the old ones
+    CHECK(descriptors_on(old_big.st_dev, old_big.st_ino) == 1);
+    CHECK(descriptors_on(old_small.st_dev, old_small.st_ino) == 0);
+
+    release_replaced_files();
+    CHECK(descriptors_on(old_big.st_dev, old_big.st_ino) == 0);
+    int status = -1;
+    const pid_t helper = ::waitpid(-1, &status, 0);  // the helper, a child of this process
+    REQUIRE(helper > 0);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    release_replaced_files();  // nothing left: no second helper
+    CHECK(::waitpid(-1, &status, WNOHANG) == -1);
+
+    write_file(big, std::string(std::size_t{5} << 20, 'c'));  // deferral off: deleted at once
+    REQUIRE(::stat(big.c_str(), &old_big) == 0);
+    write_file_atomically(big, "newer");
+    CHECK(descriptors_on(old_big.st_dev, old_big.st_ino) == 0);
 }
 
 TEST_CASE("write_file_atomically resolves a relative path without a directory") {

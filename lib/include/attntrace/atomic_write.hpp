@@ -44,6 +44,18 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+// Replacing a file deletes the old one once the new one is in place, and deleting a large file
+// that has reached the disk takes the file system milliseconds (ext4 on the machine measured: 12 ms
+// for 32 MiB, against 1 ms while its data is still only in memory), which a command-line run
+// need not wait for. With defer_replaced_files(true) the old file still loses its name at once,
+// but a descriptor (O_PATH) keeps its data until release_replaced_files(). That hands the
+// descriptors to a helper process (/bin/true, no environment, stdin/stdout/stderr on /dev/null),
+// so the freeing happens when the helper exits, not in this process. Meant for a process about
+// to exit (app/main.cpp): the helper is a child it never waits for. When the helper cannot be
+// started, the descriptors are closed here, which frees the files as before. Off by default.
+void defer_replaced_files(bool on) noexcept;
+void release_replaced_files() noexcept;
+
 // True when the output paths A and B would write one file: one existing file however it is
 // spelled or linked (by identity), or one place for a file not there yet. "-" and character
 // devices (/dev/null) are never the same file as anything.
