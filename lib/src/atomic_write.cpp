@@ -2,6 +2,7 @@
 // named temp file where the file system has no O_TMPFILE; then the target is replaced in one step.
 #include "attntrace/atomic_write.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -346,21 +347,29 @@ void release_replaced_files() noexcept {
         fds.swap(r.fds);
     }
     if (fds.empty()) return;
-    // The helper inherits the descriptors (FD_CLOEXEC cleared) and nothing of ours else: its
-    // standard streams are /dev/null, so a pipeline reading our stdout sees its end without
-    // waiting for the helper, and its environment is empty (no LD_PRELOAD of ours).
-    for (const int fd : fds) ::fcntl(fd, F_SETFD, 0);
+    // The helper holds those descriptors, as 3, 4, ..., and nothing of ours else: its standard
+    // streams are /dev/null and every other descriptor is closed, so a pipeline reading our
+    // stdout (or any descriptor we inherited) sees its end without waiting for the helper; its
+    // environment is empty (no LD_PRELOAD of ours). The descriptors go through numbers above all
+    // of them first, so that no move overwrites one not moved yet.
+    const int n = static_cast<int>(fds.size());
+    const int high = std::max(*std::max_element(fds.begin(), fds.end()) + 1, 3 + n);
     posix_spawn_file_actions_t actions;
     if (posix_spawn_file_actions_init(&actions) == 0) {
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+        bool ok = true;  // an action refused (a number past RLIMIT_NOFILE): no helper
+        for (int i = 0; i < n; ++i)
+            ok = ok && posix_spawn_file_actions_adddup2(&actions, fds[static_cast<std::size_t>(i)], high + i) == 0;
+        ok = ok && posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0) == 0 &&
+             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0) == 0 &&
+             posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0) == 0;
+        for (int i = 0; i < n; ++i) ok = ok && posix_spawn_file_actions_adddup2(&actions, high + i, 3 + i) == 0;
+        ok = ok && posix_spawn_file_actions_addclosefrom_np(&actions, 3 + n) == 0;
         char name[] = "true";
         char* argv[] = {name, nullptr};
         char* envp[] = {nullptr};
         pid_t pid = 0;
         for (const char* helper : {"/bin/true", "/usr/bin/true"})
-            if (posix_spawn(&pid, helper, &actions, nullptr, argv, envp) == 0) break;
+            if (ok && posix_spawn(&pid, helper, &actions, nullptr, argv, envp) == 0) break;
         posix_spawn_file_actions_destroy(&actions);
     }
     for (const int fd : fds) ::close(fd);  // the last reference only when no helper started
