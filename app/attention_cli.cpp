@@ -6,16 +6,16 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "attntrace/atomic_write.hpp"
-#include "attntrace/errors.hpp"
-#include "attntrace/file_bytes.hpp"
+#include "attntrace/io/atomic_write.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/io/file_bytes.hpp"
 #include "flag_parsing.hpp"
-#include "attntrace/gemm.hpp"
-#include "attntrace/memory.hpp"
-#include "attntrace/params.hpp"
-#include "attntrace/tensor_io.hpp"
-#include "attntrace/pooled.hpp"
-#include "attntrace/report.hpp"
+#include "attntrace/tensor/gemm.hpp"
+#include "attntrace/tensor/memory.hpp"
+#include "attntrace/attention/params.hpp"
+#include "attntrace/io/tensor_io.hpp"
+#include "attntrace/attention/pooled.hpp"
+#include "attntrace/pictures/report.hpp"
 
 using namespace attntrace;
 

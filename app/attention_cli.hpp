@@ -9,11 +9,11 @@
 
 #include <CLI/CLI.hpp>
 
-#include "attntrace/atomic_write.hpp"
-#include "attntrace/attention.hpp"
-#include "attntrace/positions.hpp"
-#include "attntrace/tensor.hpp"
-#include "attntrace/trace.hpp"
+#include "attntrace/io/atomic_write.hpp"
+#include "attntrace/attention/attention.hpp"
+#include "attntrace/attention/positions.hpp"
+#include "attntrace/tensor/tensor.hpp"
+#include "attntrace/attention/trace.hpp"
 #include "flag_parsing.hpp"
 #include "picture_cli.hpp"
 #include "progress.hpp"

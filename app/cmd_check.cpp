@@ -4,9 +4,9 @@
 #include <memory>
 
 #include "attention_cli.hpp"
-#include "attntrace/check.hpp"
-#include "attntrace/errors.hpp"
-#include "attntrace/tensor_io.hpp"
+#include "attntrace/check/check.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/io/tensor_io.hpp"
 #include "commands.hpp"
 #include "flag_parsing.hpp"
 

@@ -3,9 +3,9 @@
 #include <memory>
 #include <string>
 
-#include "attntrace/compare.hpp"
-#include "attntrace/errors.hpp"
-#include "attntrace/tensor_io.hpp"
+#include "attntrace/check/compare.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/io/tensor_io.hpp"
 #include "commands.hpp"
 #include "flag_parsing.hpp"
 

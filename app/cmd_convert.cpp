@@ -3,8 +3,8 @@
 #include <optional>
 #include <string>
 
-#include "attntrace/errors.hpp"
-#include "attntrace/tensor_io.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/io/tensor_io.hpp"
 #include "commands.hpp"
 #include "flag_parsing.hpp"
 

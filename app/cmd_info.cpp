@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "attntrace/checkpoint.hpp"
-#include "attntrace/stats.hpp"
-#include "attntrace/tensor_io.hpp"
+#include "attntrace/model/checkpoint.hpp"
+#include "attntrace/tensor/stats.hpp"
+#include "attntrace/io/tensor_io.hpp"
 #include "commands.hpp"
 #include "flag_parsing.hpp"
 

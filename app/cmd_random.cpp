@@ -6,9 +6,9 @@
 #include <string>
 #include <string_view>
 
-#include "attntrace/errors.hpp"
-#include "attntrace/random.hpp"
-#include "attntrace/tensor_io.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/tensor/random.hpp"
+#include "attntrace/io/tensor_io.hpp"
 #include "commands.hpp"
 #include "flag_parsing.hpp"
 

@@ -4,10 +4,10 @@
 #include <iostream>
 #include <memory>
 
-#include "attntrace/errors.hpp"
-#include "attntrace/pooled.hpp"
-#include "attntrace/rollout.hpp"
-#include "attntrace/tensor_io.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/attention/pooled.hpp"
+#include "attntrace/pictures/rollout.hpp"
+#include "attntrace/io/tensor_io.hpp"
 #include "commands.hpp"
 #include "picture_cli.hpp"
 

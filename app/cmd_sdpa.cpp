@@ -2,9 +2,9 @@
 #include <memory>
 
 #include "attention_cli.hpp"
-#include "attntrace/gemm.hpp"
-#include "attntrace/stage_report.hpp"
-#include "attntrace/tensor_io.hpp"
+#include "attntrace/tensor/gemm.hpp"
+#include "attntrace/attention/stage_report.hpp"
+#include "attntrace/io/tensor_io.hpp"
 #include "commands.hpp"
 #include "flag_parsing.hpp"
 

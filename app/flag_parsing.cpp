@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "attntrace/errors.hpp"
+#include "attntrace/tensor/errors.hpp"
 
 std::optional<std::uint64_t> parse_uint(std::string_view text) {
     std::uint64_t value = 0;

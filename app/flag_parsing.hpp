@@ -26,7 +26,7 @@ CLI::Option* required_file(CLI::App& cmd, const std::string& name, std::string& 
 
 #include <utility>
 
-#include "attntrace/errors.hpp"
+#include "attntrace/tensor/errors.hpp"
 
 // The library names parameters ("kv heads: 8 query heads cannot share 3 kv heads"); the app
 // names the flag that set them ("--kv-heads: ..."). FLAGS maps each parameter to its flag.

@@ -14,11 +14,11 @@
 
 #include <CLI/CLI.hpp>
 
-#include "attntrace/atomic_output.hpp"
-#include "attntrace/atomic_write.hpp"
-#include "attntrace/errors.hpp"
-#include "attntrace/file_bytes.hpp"
-#include "attntrace/gemm.hpp"
+#include "attntrace/io/atomic_output.hpp"
+#include "attntrace/io/atomic_write.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/io/file_bytes.hpp"
+#include "attntrace/tensor/gemm.hpp"
 #include "commands.hpp"
 
 namespace {

@@ -4,11 +4,11 @@
 
 #include <cstdlib>
 
-#include "attntrace/errors.hpp"
-#include "attntrace/heatmap.hpp"
-#include "attntrace/labels.hpp"
-#include "attntrace/plot.hpp"
-#include "attntrace/tensor_io.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/pictures/heatmap.hpp"
+#include "attntrace/pictures/labels.hpp"
+#include "attntrace/pictures/plot.hpp"
+#include "attntrace/io/tensor_io.hpp"
 #include "flag_parsing.hpp"
 
 using namespace attntrace;

@@ -7,7 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "attntrace/pooled.hpp"
+#include "attntrace/attention/pooled.hpp"
 #include "flag_parsing.hpp"
 
 struct PictureFlags {

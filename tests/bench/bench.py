@@ -46,7 +46,7 @@ Ceilings, measured in the same run at each thread count:
          (a lock, the disk): what stops a run from scaling with cores.
 
 OpenBLAS 0.3.21 does not recognise some newer CPUs and falls back to slow generic kernels;
-attntrace then loads it again with OPENBLAS_CORETYPE set (lib/include/attntrace/gemm.hpp). A
+attntrace then loads it again with OPENBLAS_CORETYPE set (lib/include/attntrace/tensor/gemm.hpp). A
 PyTorch that calls OpenBLAS (Debian's) is timed both as installed and with the same variable, and
 the faster is the reference; one built on MKL (pip wheels) is timed as installed only.
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "attntrace/gemm.hpp"
+#include "attntrace/tensor/gemm.hpp"
 
 int main(int argc, char** argv) {
     const std::size_t n = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 2048;

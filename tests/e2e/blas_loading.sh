@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How attntrace loads OpenBLAS (lib/src/gemm.cpp): itself, on first use, single-threaded, in the
+# How attntrace loads OpenBLAS (lib/tensor/gemm.cpp): itself, on first use, single-threaded, in the
 # same process. Checked with strace (skipped without it or where ptrace is not allowed):
 #   - a computing command is one process: no second execve (attntrace once re-executed itself to
 #     set OPENBLAS_NUM_THREADS and OPENBLAS_CORETYPE, paying a second start-up);
@@ -33,7 +33,7 @@ run 0 "$A" random --shape 1,64,64 --seed 3 -o "$W/x.npy"
 run 0 strace -f -qq -e trace=openat -o "$W/trace.txt" "$A" mha -q "$W/x.npy" --heads 2 --seed 0 --threads 1 -o "$W/o.npy"
 grep -q 'libopenblas.*= [0-9]' "$W/trace.txt" || fail "mha with 64x64 products did not open OpenBLAS (is this test looking at the right thing?)"
 echo "ok info and the atcold sdpa never load OpenBLAS; a 64-token mha does"
-# libpng (lib/src/plot.cpp) is loaded the same way, on the first PNG written: linked, it and libz
+# libpng (lib/pictures/plot.cpp) is loaded the same way, on the first PNG written: linked, it and libz
 # cost every start about 0.5 ms. The atcold sdpa never opens it; --plot F.png does, and writes a PNG.
 ! grep -q 'libpng' "$W/trace.txt" || fail "mha without --plot opened libpng: $(grep libpng "$W/trace.txt")"
 run 0 strace -f -qq -e trace=openat -o "$W/trace.txt" "$A" "${sdpa[@]}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # --report FILE.html opened in a real browser (headless Chromium): the page must run with no
 # console message and no script error, draw one heatmap per head, and its hover must name the
-# key query 0 attends to. The page marks its state on <body> (lib/include/attntrace/report.hpp):
+# key query 0 attends to. The page marks its state on <body> (lib/include/attntrace/pictures/report.hpp):
 # data-heatmaps, data-errors, and (opened as #selftest) data-selftest, the hover tip's text.
 # Needs the Debian `chromium` package (the README's test command installs it); skipped without it.
 source "$(dirname "$0")/cli_common.bash"

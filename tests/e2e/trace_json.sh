@@ -2,7 +2,7 @@
 # The JSON trace (`--format json`): one strict JSON document on stdout, read by jq and by Python's
 # json. Pins every documented field name (jq), the stage names in order, and checks the numbers
 # against numpy (Python): each stage's stats {min, max, mean} against the stage dumped with
-# --dump STAGE=FILE.npy (over the finite values, as lib/include/attntrace/stats.hpp documents),
+# --dump STAGE=FILE.npy (over the finite values, as lib/include/attntrace/tensor/stats.hpp documents),
 # with --trace values each stage's data against the same dump, and the head statistics (entropy,
 # most-attended key and its weight, empty rows) against the weights written by --attn-weights.
 source "$(dirname "$0")/cli_common.bash"
@@ -170,7 +170,7 @@ for hs in doc["head_stats"][:H]:
     total_empty += hs["empty_rows"]
     if not math.isclose(hs["mean_entropy"], mean, rel_tol=1e-9, abs_tol=1e-12):
         bad.append(f"head {h}: mean_entropy {hs['mean_entropy']} but numpy {mean}")
-    # the head detectors: means over every batch's non-empty rows (lib/include/attntrace/detectors.hpp)
+    # the head detectors: means over every batch's non-empty rows (lib/include/attntrace/attention/detectors.hpp)
     i = np.arange(Lq)
     det = {"previous_token": (w4[:, h, i, np.clip(i - 1, 0, Lk - 1)], (i >= 1) & (i - 1 < Lk)),
            "diagonal": (w4[:, h, i, np.clip(i, 0, Lk - 1)], np.full(Lq, Lq == Lk)),

@@ -11,10 +11,10 @@
 #include <string>
 #include <string_view>
 
-#include "attntrace/errors.hpp"
-#include "attntrace/npy.hpp"
-#include "attntrace/safetensors.hpp"
-#include "attntrace/tensor_io.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/io/npy.hpp"
+#include "attntrace/io/safetensors.hpp"
+#include "attntrace/io/tensor_io.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string_view bytes(reinterpret_cast<const char*>(data), size);

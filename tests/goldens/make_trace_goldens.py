@@ -22,8 +22,8 @@ How each golden is made:
             or merged with --no-out-proj; a 2-D input drops the B axis from every stage;
       sdpa: scores = q @ kᵀ * scale, masked_scores, weights = softmax, output = weights @ v;
   - each tensor is printed with torch's own str();
-  - the header, notes and head statistics follow attntrace's layout (lib/src/trace.cpp,
-    lib/src/stage_report.cpp, app/cmd_mha.cpp, app/cmd_sdpa.cpp): the header's scale is the shortest
+  - the header, notes and head statistics follow attntrace's layout (lib/attention/trace.cpp,
+    lib/attention/stage_report.cpp, app/cmd_mha.cpp, app/cmd_sdpa.cpp): the header's scale is the shortest
     form of the float32 scale (std::to_chars: fixed or scientific, whichever is shorter), the head
     statistics come from torch's weights (mean entropy over the non-empty rows of every batch in
     nats, 3 decimals; for the first 8 queries of batch 0 the first key with the most weight and
@@ -67,7 +67,7 @@ def head_stats_title(batched):
 
 DETECTORS_TITLE = ("head detectors: means over batch and query rows of w[i, i-1], w[i, i], w[i, 0] and the "
                    "row maximum; a head is named when its score reaches 0.5")
-ROLE_THRESHOLD = 0.5  # kRoleThreshold in lib/include/attntrace/detectors.hpp
+ROLE_THRESHOLD = 0.5  # kRoleThreshold in lib/include/attntrace/attention/detectors.hpp
 
 
 def weight_text(w):

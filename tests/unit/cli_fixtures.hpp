@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attntrace/tensor.hpp"
+#include "attntrace/tensor/tensor.hpp"
 
 namespace cli_fixtures {
 

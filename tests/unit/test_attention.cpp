@@ -6,11 +6,11 @@
 
 #include <cmath>
 
-#include "attntrace/attention.hpp"
-#include "attntrace/errors.hpp"
-#include "attntrace/params.hpp"
-#include "attntrace/positions.hpp"
-#include "attntrace/random.hpp"
+#include "attntrace/attention/attention.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/attention/params.hpp"
+#include "attntrace/attention/positions.hpp"
+#include "attntrace/tensor/random.hpp"
 
 using namespace attntrace;
 

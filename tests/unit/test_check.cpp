@@ -10,9 +10,9 @@
 #include <xtensor/xmanipulation.hpp>
 #include <xtensor/xview.hpp>
 
-#include "attntrace/check.hpp"
-#include "attntrace/errors.hpp"
-#include "attntrace/tensor_io.hpp"
+#include "attntrace/check/check.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/io/tensor_io.hpp"
 #include "test_helpers.hpp"
 
 using attntrace::Array;

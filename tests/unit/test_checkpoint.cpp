@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attntrace/checkpoint.hpp"
-#include "attntrace/errors.hpp"
+#include "attntrace/model/checkpoint.hpp"
+#include "attntrace/tensor/errors.hpp"
 
 using nlohmann::json;
 

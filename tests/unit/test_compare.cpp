@@ -2,8 +2,8 @@
 // report's wording. References: tests/fixtures/make_cli_fixtures.py -> cli/compare.json.
 #include <doctest/doctest.h>
 
-#include "attntrace/compare.hpp"
-#include "attntrace/errors.hpp"
+#include "attntrace/check/compare.hpp"
+#include "attntrace/tensor/errors.hpp"
 #include "cli_fixtures.hpp"
 
 using attntrace::Array;

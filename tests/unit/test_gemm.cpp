@@ -1,4 +1,4 @@
-// gemm (lib/src/gemm.cpp) on both of its paths, the plain loops for small products and OpenBLAS
+// gemm (lib/tensor/gemm.cpp) on both of its paths, the plain loops for small products and OpenBLAS
 // for larger ones, against a float64 triple loop: every transpose combination, leading dimensions
 // wider than the rows, alpha, and beta (0 must not read C: a NaN there is overwritten, as BLAS).
 #include <doctest/doctest.h>
@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "attntrace/gemm.hpp"
+#include "attntrace/tensor/gemm.hpp"
 
 namespace {
 

@@ -17,7 +17,7 @@
 
 #include <stdlib.h>  // mkdtemp
 
-#include "attntrace/tensor.hpp"
+#include "attntrace/tensor/tensor.hpp"
 
 namespace attntrace::testing {
 

@@ -15,9 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attntrace/errors.hpp"
-#include "attntrace/json_tensor.hpp"
-#include "attntrace/tensor_io.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/io/json_tensor.hpp"
+#include "attntrace/io/tensor_io.hpp"
 #include "test_helpers.hpp"
 
 using namespace attntrace;

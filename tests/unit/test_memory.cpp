@@ -3,9 +3,9 @@
 
 #include <cstring>
 
-#include "attntrace/buffer.hpp"
-#include "attntrace/errors.hpp"
-#include "attntrace/memory.hpp"
+#include "attntrace/tensor/buffer.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/tensor/memory.hpp"
 
 using namespace attntrace;
 

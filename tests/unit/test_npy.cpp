@@ -13,10 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attntrace/errors.hpp"
-#include "attntrace/npy.hpp"
-#include "attntrace/tensor.hpp"
-#include "attntrace/tensor_io.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/io/npy.hpp"
+#include "attntrace/tensor/tensor.hpp"
+#include "attntrace/io/tensor_io.hpp"
 #include "test_helpers.hpp"
 
 namespace fs = std::filesystem;

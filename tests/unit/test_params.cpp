@@ -10,12 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attntrace/errors.hpp"
-#include "attntrace/params.hpp"
-#include "attntrace/params_check.hpp"
-#include "attntrace/random.hpp"
-#include "attntrace/safetensors.hpp"
-#include "attntrace/tensor_io.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/attention/params.hpp"
+#include "attntrace/attention/params_check.hpp"
+#include "attntrace/tensor/random.hpp"
+#include "attntrace/io/safetensors.hpp"
+#include "attntrace/io/tensor_io.hpp"
 #include "test_helpers.hpp"
 
 namespace fs = std::filesystem;

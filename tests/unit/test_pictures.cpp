@@ -5,16 +5,16 @@
 
 #include <doctest/doctest.h>
 
-#include "attntrace/attention.hpp"
-#include "attntrace/colormap.hpp"
-#include "attntrace/detectors.hpp"
-#include "attntrace/errors.hpp"
-#include "attntrace/heatmap.hpp"
-#include "attntrace/labels.hpp"
-#include "attntrace/plot.hpp"
-#include "attntrace/pooled.hpp"
-#include "attntrace/random.hpp"
-#include "attntrace/rollout.hpp"
+#include "attntrace/attention/attention.hpp"
+#include "attntrace/pictures/colormap.hpp"
+#include "attntrace/attention/detectors.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/pictures/heatmap.hpp"
+#include "attntrace/pictures/labels.hpp"
+#include "attntrace/pictures/plot.hpp"
+#include "attntrace/attention/pooled.hpp"
+#include "attntrace/tensor/random.hpp"
+#include "attntrace/pictures/rollout.hpp"
 #include "cli_fixtures.hpp"
 
 using attntrace::Array;

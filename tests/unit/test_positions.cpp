@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attntrace/positions.hpp"
+#include "attntrace/attention/positions.hpp"
 
 using nlohmann::json;
 

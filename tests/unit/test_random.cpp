@@ -6,8 +6,8 @@
 
 #include <doctest/doctest.h>
 
-#include "attntrace/random.hpp"
-#include "attntrace/stats.hpp"
+#include "attntrace/tensor/random.hpp"
+#include "attntrace/tensor/stats.hpp"
 
 using attntrace::Array;
 using attntrace::Distribution;

@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attntrace/errors.hpp"
-#include "attntrace/safetensors.hpp"
-#include "attntrace/tensor_io.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/io/safetensors.hpp"
+#include "attntrace/io/tensor_io.hpp"
 #include "test_helpers.hpp"
 
 namespace fs = std::filesystem;

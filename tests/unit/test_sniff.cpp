@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "attntrace/sniff.hpp"
+#include "attntrace/io/sniff.hpp"
 
 using attntrace::Sniffed;
 using attntrace::sniff_format;

@@ -6,7 +6,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "attntrace/stats.hpp"
+#include "attntrace/tensor/stats.hpp"
 #include "cli_fixtures.hpp"
 
 using attntrace::Array;

@@ -22,13 +22,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "attntrace/atomic_output.hpp"
-#include "attntrace/errors.hpp"
-#include "attntrace/atomic_write.hpp"
-#include "attntrace/file_bytes.hpp"
-#include "attntrace/json_tensor.hpp"
-#include "attntrace/npy.hpp"
-#include "attntrace/tensor_io.hpp"
+#include "attntrace/io/atomic_output.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/io/atomic_write.hpp"
+#include "attntrace/io/file_bytes.hpp"
+#include "attntrace/io/json_tensor.hpp"
+#include "attntrace/io/npy.hpp"
+#include "attntrace/io/tensor_io.hpp"
 #include "test_helpers.hpp"
 
 using namespace attntrace;

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "attntrace/threads.hpp"
+#include "attntrace/tensor/threads.hpp"
 
 using namespace attntrace;
 

@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attntrace/errors.hpp"
-#include "attntrace/tensor_io.hpp"
-#include "attntrace/torch_format.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/io/tensor_io.hpp"
+#include "attntrace/io/torch_format.hpp"
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "attntrace/attention.hpp"
-#include "attntrace/trace.hpp"
+#include "attntrace/attention/attention.hpp"
+#include "attntrace/attention/trace.hpp"
 
 using namespace attntrace;
 

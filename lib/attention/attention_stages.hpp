@@ -1,0 +1,78 @@
+#pragma once
+// The stages of the forward pass that mha and sdpa share (internal to lib/attention). Legend as in
+// attention.hpp: B batch, Lq/Lk query/key lengths, H heads, G kv heads, P head dim, Pv value head
+// dim, N the number of independent heads (B*H for mha, the product of Q's leading dims for sdpa).
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "attntrace/attention/attention.hpp"
+#include "attntrace/attention/masks.hpp"
+#include "attntrace/attention/pooled.hpp"
+#include "attntrace/attention/stage_report.hpp"
+
+namespace attntrace::stages {
+
+// N attention problems ("heads"): head n reads Q_n (Lq, P) at q + q_off[n] with leading dim ldq,
+// K_n (Lk, P), V_n (Lk, Pv) likewise, and writes its context (Lq, Pv) at o + o_off[n], ldo.
+template <class T>
+struct HeadBatch {
+    std::size_t lq = 0, lk = 0, p = 0, pv = 0;
+    const T* q = nullptr;
+    const T* k = nullptr;
+    const T* v = nullptr;
+    T* o = nullptr;
+    std::size_t ldq = 0, ldk = 0, ldv = 0, ldo = 0;
+    std::vector<std::size_t> q_off, k_off, v_off, o_off;  // (N) each
+    std::size_t count() const { return q_off.size(); }
+};
+
+// The (N, Lq, Lk) stages kept for the caller and the observer, and the (N, Lq) row statistics.
+template <class T>
+struct Kept {
+    std::optional<Array<T>> scores;         // (N, Lq, Lk) before masks
+    std::optional<Array<T>> masked_scores;  // (N, Lq, Lk) after masks
+    std::optional<Array<T>> weights;        // (N, Lq, Lk); the weights-kept path computes in it
+    std::optional<RowStats> stats;          // (N, Lq) rows' entropy, most-attended key, detector values
+    std::optional<PooledSums> pooled;       // (N, <= cells, <= cells) for pictures, on both paths
+    // Weights streamed instead of kept (AttentionOptions::weights_sink); null when not.
+    const std::function<void(std::size_t, const void*, std::size_t)>* sink = nullptr;
+
+    // Nothing (Lq, Lk)-sized kept or streamed: the tiled path.
+    bool tiled() const { return !weights && !sink; }
+    AttentionReport<T> report() {
+        return {scores ? &*scores : nullptr, masked_scores ? &*masked_scores : nullptr, weights ? &*weights : nullptr};
+    }
+};
+
+// What to keep for PLANE_SHAPE (lead..., Lq, Lk): what the options and the observer ask for.
+template <class T>
+Kept<T> plan_kept(const Reporter<T>& rep, const AttentionOptions& options, const Shape& plane_shape);
+
+// scores -> mask -> softmax -> context for every head, threaded over (head, query block); returns
+// the number of empty rows (every key masked). Tiled (online softmax over key blocks) unless KEPT
+// holds weights.
+// PROGRESS (may be empty) is called as (tasks done, tasks) from the worker threads.
+template <class T>
+std::size_t attend(const HeadBatch<T>& heads, const MaskPlan<T>& masks, T scale, Kept<T>& kept, std::size_t threads,
+                   const std::function<void(std::size_t, std::size_t)>& progress = {});
+
+// y (rows, W.rows) := x (rows, W.cols) · Wᵀ + b, written at Y with leading dim LDY; the rows are
+// split over THREADS. ROWS_DONE (may be empty) is called as (first row, end row) from the worker
+// that computed them, for each block of rows as soon as it is done (about a quarter of a worker's
+// share), so that it overlaps the rest.
+template <class T>
+void project_rows(const T* x, std::size_t rows, const Array<T>& w, const std::optional<Array<T>>& b, T* y,
+                  std::size_t ldy, std::size_t threads,
+                  const std::function<void(std::size_t, std::size_t)>& rows_done = {});
+
+
+// 1/sqrt(P), or 1 for P = 0.
+template <class T>
+T default_scale(std::size_t head_dim) {
+    return head_dim == 0 ? T(1) : T(1.0 / std::sqrt(static_cast<double>(head_dim)));
+}
+
+}  // namespace attntrace::stages

@@ -1,0 +1,106 @@
+#pragma once
+// Scaled dot-product and multi-head attention, BLAS-backed, for float and double.
+//
+// Legend: B batch, Lq/Lk query/key lengths, Eq/Ek/Ev query/key/value input dims, E = Eq,
+// H heads, G kv heads (H % G == 0; query head h uses kv head h / (H/G)), P head dim,
+// Pv value head dim, PO output dim. sdpa has no heads: its "heads" are Q's leading dims.
+//
+// The forward pass, one function per stage (mha.cpp, sdpa.cpp; attend.cpp for the four in the
+// middle, masks.hpp for the mask plan, stage_report.hpp for what the trace says about each):
+//   project -> split_heads -> positions -> scores -> mask -> softmax -> context -> merge_heads
+//   -> out_project
+// split_heads and merge_heads move no data: a head is a column block of the projection with a
+// leading dimension, and each head's context is written straight into its block of `merged`.
+// A query row whose keys are all masked gets all-zero weights and a zero context (never NaN, even
+// when V holds NaN or Inf); a row with a NaN among its allowed scores is NaN, as in PyTorch.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+#include <optional>
+#include <string>
+
+#include "attntrace/attention/masks.hpp"
+#include "attntrace/attention/observer.hpp"
+#include "attntrace/attention/params.hpp"
+#include "attntrace/attention/pooled.hpp"
+#include "attntrace/attention/positions.hpp"
+#include "attntrace/tensor/tensor.hpp"
+
+namespace attntrace {
+
+struct AttentionOptions {
+    std::optional<double> scale;   // default 1/sqrt(P)
+    bool need_weights = false;     // return the softmax weights
+    bool average_heads = false;    // mha: average the weights over heads, as PyTorch's default
+    bool row_stats = false;        // per query row: entropy and most-attended key (head statistics)
+    std::size_t threads = 0;       // 0: every core this process may use
+    std::size_t pooled_cells = 0;  // > 0: AttentionResult::pooled, at most this many cells per axis
+    // Called as (done, total) from the worker threads while scores -> context runs (a progress bar).
+    std::function<void(std::size_t, std::size_t)> progress;
+    // Without need_weights: each block of weight rows goes here as it is computed, as (index of
+    // its first element in the (N, Lq, Lk) weights, its elements (of the computation's type T),
+    // their count), from the worker threads in any order. The weights are never held whole: a
+    // file can take them (pwrite) with no (N, Lq, Lk) buffer to allocate and zero.
+    std::function<void(std::size_t, const void*, std::size_t)> weights_sink;
+    // mha with an output projection: each block of output rows also goes here as the projection
+    // computes it, as (the output's final shape, index of the block's first element, its elements
+    // (of type T), their count), from the worker threads in any order, so a file can take them
+    // while the other rows are computed. The output is still returned whole; AttentionResult::
+    // output_streamed says whether every row went here. A throw stops the run and reaches mha's
+    // caller.
+    using OutputSink = std::function<void(const Shape&, std::size_t, const void*, std::size_t)>;
+    OutputSink output_sink;
+    std::string query_name = "query", key_name = "key", value_name = "value";
+};
+
+struct MhaConfig {
+    std::size_t heads = 0;       // H
+    std::size_t kv_heads = 0;    // G; 0 means H
+    bool out_proj = true;        // false: heads concatenated with no W_o (seed 004)
+    bool add_zero_attn = false;  // torch's add_zero_attn: a zero key/value row per batch, Lk grows by 1
+};
+
+// What each attention row attends to: per (head index, query), the head index being (B, H) for
+// mha and Q's leading dims for sdpa. Computed on both paths (the tiled one keeps no weights).
+struct RowStats {
+    Shape shape;                      // (B, H, Lq) or (..., Lq); unbatched mha: (H, Lq)
+    std::vector<double> entropy;      // -sum_j w_j ln w_j, in nats; 0 for an empty row, NaN for a NaN row
+    std::vector<std::int64_t> argmax; // the key with the most weight (first of ties); -1 if empty or NaN
+    std::vector<double> max_weight;   // its weight; 0 if empty, NaN for a NaN row
+    // The head detectors' per-row values (detectors.hpp): w[i, i-1], w[i, i] (square planes only),
+    // w[i, 0]; NaN where the row has no such key, and for an empty or NaN row.
+    std::vector<double> previous_token{}, diagonal{}, first_token{};
+};
+
+template <class T>
+struct AttentionResult {
+    Array<T> output;                // sdpa (..., Lq, Ev); mha (B, Lq, PO) or (Lq, PO)
+    std::optional<Array<T>> weights;  // (..., Lq, Lk); mha (B, H, Lq, Lk), averaged (B, Lq, Lk)
+    double scale = 0;               // the scale actually applied
+    std::size_t empty_rows = 0;     // query rows (over every head) whose keys are all masked
+    HeadSizes sizes;                // mha: P, Pv, PO
+    std::optional<RowStats> row_stats;  // with options.row_stats
+    std::optional<PooledWeights> pooled;  // with options.pooled_cells: per head, (B, H) or Q's leading dims
+    bool output_streamed = false;   // every row of the output went to options.output_sink
+};
+
+// Q (..., Lq, E), K (..., Lk, E), V (..., Lk, Ev), equal leading dims.
+template <class T>
+// POSITIONS (optional): rotary on Q and K (stages q_rotary, k_rotary; each of Q's leading
+// indices is one head of E dims), ALiBi (slopes over Q's dim -3), causal alignment and window.
+AttentionResult<T> sdpa(const Array<T>& q, const Array<T>& k, const Array<T>& v, const Masks<T>& masks,
+                        const AttentionOptions& options, Observer<T>* observer = nullptr,
+                        const PositionStages<T>* positions = nullptr);
+
+// torch.nn.MultiheadAttention(batch_first=True) semantics. QUERY (B, Lq, Eq) or (Lq, Eq);
+// KEY (B, Lk, Ek), VALUE (B, Lk, Ev), with the same rank as QUERY. POSITIONS (optional): a model
+// layer's stages around the core: normed (the query input's norm, also used as key / value when
+// they are the query), q_rotary / k_rotary after the split into heads, ALiBi and window masks.
+template <class T>
+AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T>& value,
+                       const MhaParams<T>& params, const MhaConfig& config, const Masks<T>& masks,
+                       const AttentionOptions& options, Observer<T>* observer = nullptr,
+                       const PositionStages<T>* positions = nullptr);
+
+}  // namespace attntrace

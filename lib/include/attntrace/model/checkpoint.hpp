@@ -1,0 +1,122 @@
+#pragma once
+// Hugging Face checkpoints: a folder with config.json and model.safetensors (or the shards listed
+// in model.safetensors.index.json). One layer's attention is read into the library's canonical
+// parameters (params.hpp) together with what the family adds around the core (positions.hpp):
+//
+//   model_type       tensors of layer N (after the model's prefix)           positions, masks
+//   gpt2             h.N.ln_1, h.N.attn.c_attn Conv1D (E, 3E), c_proj (E, E)  causal
+//   bert, roberta    encoder.layer.N.attention.self.query/key/value,          none
+//                    attention.output.dense
+//   llama, mistral,  layers.N.input_layernorm, self_attn.q/k/v/o_proj (GQA),   rotary (rotate-half);
+//   qwen2, qwen3     qwen2 q/k/v biases, qwen3 self_attn.q_norm / k_norm        causal, sliding window
+//   gpt_neox         layers.N.input_layernorm, attention.query_key_value        partial rotary; causal
+//                    (3E, E) interleaved per head [q_h; k_h; v_h], dense
+//   bloom            h.N.input_layernorm, self_attention.query_key_value (as    ALiBi; causal
+//                    NeoX), dense
+//
+// Only layer N's tensors are read: the files are memory-mapped and the other layers' pages are
+// never touched. Every problem is an InputError (ShapeError for shapes) naming the file.
+//
+// Legend: E hidden size, H heads, G kv heads, P head dim, R rotary dims.
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "attntrace/attention/params.hpp"
+#include "attntrace/attention/positions.hpp"
+#include "attntrace/tensor/tensor.hpp"
+
+namespace attntrace {
+
+enum class Family : std::uint8_t { gpt2, bert, llama, gpt_neox, bloom };
+
+// "gpt2, bert, roberta, llama, mistral, qwen2, qwen3, gpt_neox, bloom"
+std::string supported_model_types();
+
+// What layer N of the model does, from config.json (transformers' defaults for absent optional keys).
+struct LayerConfig {
+    std::string model_type;   // as config.json spells it
+    Family family = Family::llama;
+    std::size_t layer = 0;    // N
+    std::size_t layers = 0;   // num_hidden_layers
+    std::size_t hidden = 0;   // E
+    std::size_t heads = 0;    // H
+    std::size_t kv_heads = 0; // G
+    std::size_t head_dim = 0; // P
+    NormKind norm = NormKind::none;       // the pre-attention norm
+    double norm_eps = 0;
+    double scale = 0;                     // multiplies q·k
+    bool causal = false;
+    std::optional<std::size_t> window;    // this layer's sliding window
+    std::optional<Rotary> rotary;         // R dims of each head, rotate-half
+    bool alibi = false;                   // BLOOM
+    bool qkv_bias = true;                 // the q/k/v projections have biases
+    bool o_bias = true;                   // the output projection has one
+    bool qk_norm = false;                 // Qwen3: RMSNorm over P of each q and k head
+    nlohmann::json values;                // the config values used, by config.json's key
+};
+
+// Reads layer N's settings from CONFIG (SOURCE names the file in messages).
+LayerConfig read_layer_config(const nlohmann::json& config, const std::string& source, std::size_t layer);
+
+// "LayerNorm (eps 1e-05) -> q/k/v projections -> ... -> output projection": what the layer computes.
+std::string describe_layer(const LayerConfig& config);
+
+// One tensor of the checkpoint as stored.
+struct StoredTensor {
+    std::string role;   // the family's name without the layer prefix: "attn.c_attn.weight"
+    std::string name;   // the full name in the file
+    std::string file;   // the .safetensors file holding it
+    std::string dtype;  // "BF16"
+    Shape shape;
+};
+
+class CheckpointFiles;
+
+// A checkpoint folder opened for layer N: config read, names resolved, shapes checked against
+// the config; no tensor data read yet.
+struct CheckpointLayer {
+    std::string dir;
+    LayerConfig config;
+    std::vector<StoredTensor> tensors;      // layer N's attention tensors (norm included)
+    std::shared_ptr<CheckpointFiles> files;
+};
+
+CheckpointLayer open_checkpoint_layer(const std::string& dir, std::size_t layer);
+
+// Layer N's weights, converted to T and laid out canonically.
+template <class T>
+struct LayerWeights {
+    MhaParams<T> attn;                         // w_q (H*P, E), w_k/w_v (G*P, E), w_o (E, H*P)
+    std::optional<Array<T>> norm_weight;       // (E)
+    std::optional<Array<T>> norm_bias;         // (E), LayerNorm only
+    std::optional<Array<T>> q_norm, k_norm;    // (P), Qwen3
+};
+
+template <class T>
+LayerWeights<T> load_layer_weights(const CheckpointLayer& layer);
+
+// The stages layer N adds around the core, pointing into WEIGHTS (which must outlive them):
+// its pre-attention norm (none when INPUT_NORMED: the input is already normed), Qwen3's q/k
+// norms, the rotary embedding, ALiBi slopes, causal mask and sliding window.
+template <class T>
+PositionStages<T> positions_for_layer(const LayerConfig& config, const LayerWeights<T>& weights, bool input_normed);
+
+// `attntrace info` on a checkpoint folder or a .safetensors file: the layers, each layer's
+// attention tensors with dtypes and shapes, and its plan ("  plan of layer N: " describe_layer;
+// the app says how to run it). A lone .safetensors file: "(no config.json: a checkpoint is read
+// from its folder)". One text block.
+std::string checkpoint_info(const std::string& path);
+// The same as one JSON object: path, model_type, layers, hidden, heads, kv_heads, head_dim, config,
+// layer: [{index, tensors: [{name, dtype, shape, file}], model_plan}] (a lone .safetensors file:
+// path and tensors only).
+nlohmann::json checkpoint_info_json(const std::string& path);
+
+// True when PATH is a folder holding config.json, or a .safetensors file.
+bool is_checkpoint_path(const std::string& path);
+
+}  // namespace attntrace

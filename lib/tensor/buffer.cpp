@@ -1,0 +1,135 @@
+// allocate_buffer / free_buffer: 64-byte aligned blocks; blocks of 64 KiB and up are populated at
+// once and, once freed, kept for the next request they can hold (buffer.hpp).
+#include "attntrace/tensor/buffer.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace attntrace {
+
+namespace {
+constexpr std::size_t huge_page = std::size_t{2} << 20;
+constexpr std::size_t large = std::size_t{4} << 20;       // and up: huge pages
+constexpr std::size_t populated = std::size_t{64} << 10;  // and up: populated, then reused
+constexpr std::size_t max_kept = 8;                       // freed blocks kept at most,
+constexpr std::size_t max_kept_bytes = std::size_t{64} << 20;  // holding at most this
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool keep_freed = false;  // AddressSanitizer then sees every use of a freed block
+#else
+constexpr bool keep_freed = true;
+#endif
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels answer EINVAL and nothing changes
+#endif
+
+// The whole pages inside [P, P + BYTES) made present and writable by one system call instead of
+// one page fault per 4 KiB page as they are first written (3 ms against 1 ms per MiB on the VM
+// measured, README, Performance). A hint: failure changes nothing.
+void populate(void* p, std::size_t bytes) {
+    const std::size_t page = 4096;
+    const auto at = reinterpret_cast<std::uintptr_t>(p);
+    const std::uintptr_t begin = (at + page - 1) / page * page, end = (at + bytes) / page * page;
+    if (begin < end) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+}
+
+// A fresh block of BYTES (>= `populated`): 2 MiB-aligned huge pages from `large` on.
+void* fresh_block(std::size_t bytes, std::size_t& capacity) {
+    if (bytes < large) {
+        capacity = (bytes + 63) / 64 * 64;
+        void* p = std::aligned_alloc(64, capacity);
+        if (!p) throw std::bad_alloc();
+        populate(p, capacity);
+        return p;
+    }
+    capacity = (bytes + huge_page - 1) / huge_page * huge_page;
+    void* p = std::aligned_alloc(huge_page, capacity);
+    if (!p) throw std::bad_alloc();
+    madvise(p, capacity, MADV_HUGEPAGE);  // a hint: without THP it changes nothing
+    return p;
+}
+
+// Blocks of `populated` bytes and up: their capacities, and the freed ones kept. A run allocates
+// parameters, (B, L, E) projections, contexts and outputs one after another; a block freed (the
+// q, k, v projections) serves the next request it can hold (the output projection's), whose pages
+// are then already present: no page faults and no zeroing. The smallest kept block that holds a
+// request serves it, if it is at most 4x the request. At most 8 blocks and 64 MiB are kept (the
+// oldest go first), so a run's peak grows by at most that; larger blocks are freed at once.
+class BlockPool {
+public:
+    void* allocate(std::size_t bytes) {
+        {
+            const std::lock_guard<std::mutex> lock(mutex_);
+            auto best = kept_.end();
+            for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+                const std::size_t c = capacity_[*it];
+                if (c >= bytes && c / 4 <= bytes && (best == kept_.end() || c < capacity_[*best])) best = it;
+            }
+            if (best != kept_.end()) {
+                void* p = *best;
+                kept_bytes_ -= capacity_[p];
+                kept_.erase(best);
+                return p;
+            }
+        }
+        std::size_t capacity = 0;
+        void* p = fresh_block(bytes, capacity);
+        const std::lock_guard<std::mutex> lock(mutex_);
+        capacity_[p] = capacity;
+        return p;
+    }
+
+    // False when P is not one of the pool's blocks.
+    bool release(void* p) noexcept {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        const auto it = capacity_.find(p);
+        if (it == capacity_.end()) return false;
+        if (!keep_freed) {
+            capacity_.erase(it);
+            std::free(p);
+            return true;
+        }
+        kept_.push_back(p);
+        kept_bytes_ += it->second;
+        while (!kept_.empty() && (kept_.size() > max_kept || kept_bytes_ > max_kept_bytes)) {
+            void* oldest = kept_.front();
+            kept_bytes_ -= capacity_[oldest];
+            capacity_.erase(oldest);
+            std::free(oldest);
+            kept_.erase(kept_.begin());
+        }
+        return true;
+    }
+
+private:
+    std::mutex mutex_;
+    std::unordered_map<void*, std::size_t> capacity_;  // every live or kept block
+    std::vector<void*> kept_;                          // freed, oldest first
+    std::size_t kept_bytes_ = 0;                       // their capacities' sum
+};
+
+BlockPool& pool() {
+    static BlockPool* const instance = new BlockPool();  // never destroyed: frees may come late
+    return *instance;
+}
+
+}  // namespace
+
+void* allocate_buffer(std::size_t bytes) {
+    if (bytes >= populated) return pool().allocate(bytes);
+    if (void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + (bytes == 0 ? 64 : 0))) return p;
+    throw std::bad_alloc();
+}
+
+void free_buffer(void* p) noexcept {
+    if (p && !pool().release(p)) std::free(p);
+}
+
+}  // namespace attntrace
