@@ -3,7 +3,7 @@
 #include <iostream>
 #include <memory>
 
-#include "attention_cli.hpp"
+#include "mha_inputs.hpp"
 #include "attntrace/check/check.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/io/tensor_io.hpp"

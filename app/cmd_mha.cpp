@@ -2,7 +2,7 @@
 // with torch.nn.MultiheadAttention(batch_first=True) semantics.
 #include <memory>
 
-#include "attention_cli.hpp"
+#include "mha_inputs.hpp"
 #include "attntrace/io/atomic_write.hpp"
 #include "attntrace/model/checkpoint.hpp"
 #include "attntrace/tensor/errors.hpp"

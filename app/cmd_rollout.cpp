@@ -9,7 +9,7 @@
 #include "attntrace/pictures/rollout.hpp"
 #include "attntrace/io/tensor_io.hpp"
 #include "commands.hpp"
-#include "picture_cli.hpp"
+#include "picture_flags.hpp"
 
 namespace {
 

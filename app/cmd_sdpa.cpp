@@ -1,7 +1,7 @@
 // attntrace sdpa -q Q -k K -v V: scaled dot-product attention with no projections.
 #include <memory>
 
-#include "attention_cli.hpp"
+#include "attention_run.hpp"
 #include "attntrace/tensor/gemm.hpp"
 #include "attntrace/attention/stage_report.hpp"
 #include "attntrace/io/tensor_io.hpp"

@@ -1,4 +1,4 @@
-#include "attention_cli.hpp"
+#include "attention_run.hpp"
 
 #include <unistd.h>
 
@@ -6,89 +6,15 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "attntrace/io/atomic_write.hpp"
-#include "attntrace/tensor/errors.hpp"
-#include "attntrace/io/file_bytes.hpp"
-#include "flag_parsing.hpp"
-#include "attntrace/tensor/gemm.hpp"
-#include "attntrace/tensor/memory.hpp"
-#include "attntrace/attention/params.hpp"
-#include "attntrace/io/tensor_io.hpp"
 #include "attntrace/attention/pooled.hpp"
+#include "attntrace/io/file_bytes.hpp"
 #include "attntrace/pictures/report.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/tensor/memory.hpp"
+#include "attntrace/tensor/gemm.hpp"
+#include "flag_parsing.hpp"
 
 using namespace attntrace;
-
-namespace {
-
-// A flag whose words name the values of enum MODE (its current value is the default). The help and
-// the error for another word read as CLI::IsMember's: "--dtype: f16 not in {f32,f64}".
-template <class E>
-void add_mode_option(CLI::App& cmd, const std::string& name, E& mode, const std::vector<std::pair<std::string, E>>& words,
-                     const std::string& help) {
-    std::string list, default_word;
-    for (const auto& [word, value] : words) {
-        list += (list.empty() ? "" : ",") + word;
-        if (value == mode) default_word = word;
-    }
-    list = "{" + list + "}";
-    const CLI::Validator to_value(
-        [words, list](std::string& text) -> std::string {
-            for (const auto& [word, value] : words)
-                if (text == word) {
-                    text = std::to_string(static_cast<int>(value));
-                    return {};
-                }
-            return text + " not in " + list;
-        },
-        list);
-    cmd.add_option(name, mode, help)->type_name("TEXT")->transform(to_value)->default_str(default_word);
-}
-
-}  // namespace
-
-void add_attention_input_flags(CLI::App& cmd, AttentionFlags& f) {
-    cmd.add_option("--scale", f.scale, "score scale (default 1/sqrt(head dim))");
-    cmd.add_flag("--causal", f.causal, "query i sees keys <= i (top-left aligned, as PyTorch's is_causal)");
-    cmd.add_option("--attn-mask", f.attn_mask,
-                   "mask file: bool (true = not allowed) or float (added to the scores); (Lq, Lk) or broadcastable")
-        ->check(file_name());
-}
-
-void add_attention_flags(CLI::App& cmd, AttentionFlags& f) {
-    add_attention_input_flags(cmd, f);
-    cmd.add_option("-o,--output", f.output, "write the output tensor: .npy, .json, or - (stdout, npy)")
-        ->check(file_name());
-    cmd.add_option("--attn-weights", f.attn_weights, "write the softmax weights: .npy, .json or - (stdout, npy)")
-        ->check(file_name());
-    add_mode_option(cmd, "--dtype", f.dtype, {{"f32", Precision::f32}, {"f64", Precision::f64}},
-                    "compute and output precision");
-    add_mode_option(cmd, "--trace", f.trace,
-                    {{"none", TraceDetail::none}, {"shapes", TraceDetail::shapes}, {"values", TraceDetail::values}},
-                    "what the trace shows: none, shapes (with head statistics), values");
-    add_mode_option(cmd, "--format", f.format, {{"text", TraceFormat::text}, {"json", TraceFormat::json}},
-                    "the trace as text, or as one JSON document on stdout");
-    cmd.add_option("--dump", f.dumps, "write a stage's tensor: STAGE=FILE (.npy, .json); repeatable");
-    cmd.add_option("--threads", f.threads, "number of threads (default: all cores)")
-        ->check(positive_integer(1024));
-    cmd.add_option("--max-memory", f.max_memory,
-                   "refuse runs whose (Lq, Lk) buffers need more (e.g. 4G; default: half the RAM)");
-    add_picture_flags(cmd, f.pictures, true);
-    cmd.add_option("--rotary", f.rotary, "rotary position embedding on q and k: half (Llama, NeoX) or interleaved (GPT-J)")
-        ->check(CLI::IsMember({"half", "interleaved"}));
-    cmd.add_option("--rotary-theta", f.rotary_theta, "rotary base theta")->capture_default_str();
-    cmd.add_option("--rotary-dims", f.rotary_dims, "rotate the first R dims of each head (default: all)")
-        ->check(positive_integer());
-    cmd.add_flag("--alibi", f.alibi, "add BLOOM's ALiBi bias slope_h * j to the scores");
-    cmd.add_option("--window", f.window, "sliding window W: key j visible to query i when i - W < j <= i")
-        ->check(positive_integer());
-    cmd.add_option("--causal-align", f.causal_align,
-                   "causal diagonal: upper-left (PyTorch's default) or lower-right (queries end the keys, KV cache)")
-        ->check(CLI::IsMember({"upper-left", "lower-right"}))
-        ->capture_default_str();
-}
-
-std::string_view precision_name(Precision p) { return p == Precision::f64 ? "f64" : "f32"; }
 
 template <class T>
 nlohmann::json shared_trace_options(const AttentionFlags& f, const Masks<T>& masks, const AttentionResult<T>& result) {
@@ -105,30 +31,6 @@ nlohmann::json shared_trace_options(const AttentionFlags& f, const Masks<T>& mas
 
 template nlohmann::json shared_trace_options(const AttentionFlags&, const Masks<float>&, const AttentionResult<float>&);
 template nlohmann::json shared_trace_options(const AttentionFlags&, const Masks<double>&, const AttentionResult<double>&);
-
-template <class T>
-PositionStages<T> positions_from_flags(const AttentionFlags& f, std::size_t heads, std::size_t head_dim) {
-    PositionStages<T> pos;
-    if (!f.rotary.empty()) {
-        const std::size_t dims = f.rotary_dims ? f.rotary_dims : head_dim;
-        if (dims % 2 != 0 || dims > head_dim)
-            throw UsageError("--rotary-dims: " + std::to_string(dims) + " must be even and at most the head dim " +
-                             std::to_string(head_dim));
-        if (!(f.rotary_theta > 0)) throw UsageError("--rotary-theta: must be positive");
-        pos.rotary = Rotary{f.rotary == "half" ? RotaryStyle::half : RotaryStyle::interleaved, dims,
-                            rope_inv_freq(dims, f.rotary_theta, RopeScaling{})};
-    } else if (f.rotary_dims) {
-        throw UsageError("--rotary-dims: needs --rotary half|interleaved");
-    }
-    if (f.alibi) pos.alibi = alibi_slopes(heads);
-    pos.visibility.causal = f.causal;
-    pos.visibility.lower_right = f.causal_align == "lower-right";
-    if (f.window) pos.visibility.window = f.window;
-    return pos;
-}
-
-template PositionStages<float> positions_from_flags<float>(const AttentionFlags&, std::size_t, std::size_t);
-template PositionStages<double> positions_from_flags<double>(const AttentionFlags&, std::size_t, std::size_t);
 
 template <class T>
 nlohmann::json inputs_json(const LoadedTensor<T>& query, const LoadedTensor<T>& key, const LoadedTensor<T>& value) {
@@ -395,95 +297,3 @@ std::string AttentionRun<T>::pictures(const AttentionResult<T>& result, const Tr
 
 template class AttentionRun<float>;
 template class AttentionRun<double>;
-
-void add_mha_model_flags(CLI::App& cmd, MhaFlags& f) {
-    required_file(cmd, "-q,--query", f.common.query, "QUERY (B, Lq, Eq) or (Lq, Eq)");
-    cmd.add_option("-k,--key", f.common.key, "KEY (B, Lk, Ek); default QUERY")->check(file_name());
-    cmd.add_option("-v,--value", f.common.value, "VALUE (B, Lk, Ev); default KEY")->check(file_name());
-    cmd.add_option("--heads", f.heads, "number of heads H")->check(positive_integer());
-    cmd.add_option("--kv-heads", f.kv_heads, "grouped-query attention: G key/value heads (H % G == 0)")
-        ->check(positive_integer());
-    cmd.add_option("--params", f.params, "parameters: .safetensors, .json, or a directory of NAME.npy")
-        ->check(file_name());
-    cmd.add_option("--prefix", f.prefix, "use only parameter names starting with this prefix (stripped)");
-    cmd.add_option("--seed", f.seed, "seed of the random init when there is no --params")->capture_default_str();
-    cmd.add_flag("--bias,!--no-bias", f.bias, "random init: with biases (default) or without");
-    cmd.add_option("--head-dim", f.head_dim, "random init: P (default E/H)")->check(positive_integer());
-    cmd.add_option("--value-head-dim", f.value_head_dim, "random init: Pv (default P)")->check(positive_integer());
-    cmd.add_option("--out-dim", f.out_dim, "random init: PO (default E)")->check(positive_integer());
-    cmd.add_flag("--no-out-proj", f.no_out_proj, "concatenate the heads with no output projection");
-    cmd.add_option("--key-padding-mask", f.key_padding_mask, "(B, Lk) bool or 0/1: true ignores that key")
-        ->check(file_name());
-    cmd.add_option("--valid-lens", f.valid_lens, "d2l valid lengths: 3,2 or a (B,) / (B, Lq) file")->check(file_name());
-}
-
-namespace {
-
-template <class T>
-attntrace::MhaParams<T> resolve_params(const MhaFlags& f, const attntrace::MhaDims& dims) {
-    if (!f.params.empty() && f.add_bias_kv)
-        throw attntrace::UsageError("--add-bias-kv: only for the random init; with --params, bias_k and bias_v come "
-                                    "from the file");
-    if (!f.params.empty()) return attntrace::load_mha_params<T>(f.params, f.prefix, dims);
-    const std::size_t h = dims.heads;
-    attntrace::HeadSizes sizes;
-    if (f.head_dim == 0 && dims.query_dim % h != 0)
-        throw attntrace::ShapeError(f.common.query + ": embed dim " + std::to_string(dims.query_dim) +
-                                    " is not divisible by --heads " + std::to_string(h) +
-                                    " (give --head-dim, or a number of heads that divides it)");
-    sizes.head_dim = f.head_dim ? f.head_dim : dims.query_dim / h;
-    sizes.value_head_dim = f.value_head_dim ? f.value_head_dim : sizes.head_dim;
-    sizes.out_dim = f.out_dim ? f.out_dim : dims.query_dim;
-    attntrace::MhaParams<T> params = attntrace::random_mha_params<T>(dims, sizes, f.bias, parse_seed(f.seed));
-    if (f.add_bias_kv) attntrace::add_random_bias_kv(params, parse_seed(f.seed));
-    return params;
-}
-
-// --key-padding-mask and --valid-lens ("3,2" or a file).
-template <class T>
-void load_mha_masks(const MhaFlags& f, attntrace::Masks<T>& masks) {
-    if (!f.key_padding_mask.empty()) {
-        masks.key_padding_mask = attntrace::load_tensor<T>(f.key_padding_mask).array;
-        masks.key_padding_mask_name = f.key_padding_mask;
-    }
-    const auto valid_list = f.valid_lens.empty() ? std::nullopt : parse_uint_list(f.valid_lens);
-    if (valid_list) {
-        masks.valid_lens = attntrace::Array<T>::from_shape({valid_list->size()});
-        std::copy(valid_list->begin(), valid_list->end(), masks.valid_lens->begin());
-        masks.valid_lens_name = f.valid_lens;  // "3,2"
-    } else if (!f.valid_lens.empty()) {
-        masks.valid_lens = attntrace::load_tensor<T>(f.valid_lens).array;
-        masks.valid_lens_name = f.valid_lens;
-    }
-}
-
-}  // namespace
-
-template <class T>
-MhaInputs<T> load_mha_inputs(const MhaFlags& f, const AttentionRun<T>& run, std::size_t heads,
-                             std::size_t kv_heads, bool own_params) {
-    const auto& c = f.common;
-    const std::string key_path = c.key.empty() ? c.query : c.key;
-    const std::string value_path = c.value.empty() ? key_path : c.value;
-    MhaInputs<T> in{attntrace::load_tensor<T>(c.query), {}, {}, value_path == key_path, {}, {}, {}};
-    if (key_path != c.query) in.key_file = attntrace::load_tensor<T>(key_path);
-    if (value_path != key_path && value_path != c.query) in.value_file = attntrace::load_tensor<T>(value_path);
-    run.load_attn_mask(in.masks);
-    load_mha_masks(f, in.masks);
-
-    const auto dim = [](const attntrace::Array<T>& a) { return a.dimension() ? a.shape().back() : 0; };
-    if (heads == 0) heads = f.heads, kv_heads = f.kv_heads ? f.kv_heads : f.heads;
-    in.dims = {heads, kv_heads, dim(in.query.array), dim(in.key().array),
-               dim(in.value().array), !f.no_out_proj};
-    if (in.dims.heads % in.dims.kv_heads != 0)
-        throw attntrace::UsageError("--kv-heads: " + std::to_string(in.dims.heads) + " query heads cannot share " +
-                                    std::to_string(in.dims.kv_heads) + " kv heads (" + std::to_string(in.dims.heads) +
-                                    " % " + std::to_string(in.dims.kv_heads) + " != 0)");
-    if (own_params) in.params = resolve_params<T>(f, in.dims);
-    return in;
-}
-
-template MhaInputs<float> load_mha_inputs(const MhaFlags&, const AttentionRun<float>&, std::size_t, std::size_t,
-                                          bool);
-template MhaInputs<double> load_mha_inputs(const MhaFlags&, const AttentionRun<double>&, std::size_t, std::size_t,
-                                           bool);

@@ -1,4 +1,4 @@
-#include "picture_cli.hpp"
+#include "picture_flags.hpp"
 
 #include <unistd.h>
 

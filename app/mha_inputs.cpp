@@ -1,0 +1,75 @@
+#include "mha_inputs.hpp"
+
+#include "attntrace/tensor/errors.hpp"
+#include "flag_parsing.hpp"
+
+namespace {
+
+template <class T>
+attntrace::MhaParams<T> resolve_params(const MhaFlags& f, const attntrace::MhaDims& dims) {
+    if (!f.params.empty() && f.add_bias_kv)
+        throw attntrace::UsageError("--add-bias-kv: only for the random init; with --params, bias_k and bias_v come "
+                                    "from the file");
+    if (!f.params.empty()) return attntrace::load_mha_params<T>(f.params, f.prefix, dims);
+    const std::size_t h = dims.heads;
+    attntrace::HeadSizes sizes;
+    if (f.head_dim == 0 && dims.query_dim % h != 0)
+        throw attntrace::ShapeError(f.common.query + ": embed dim " + std::to_string(dims.query_dim) +
+                                    " is not divisible by --heads " + std::to_string(h) +
+                                    " (give --head-dim, or a number of heads that divides it)");
+    sizes.head_dim = f.head_dim ? f.head_dim : dims.query_dim / h;
+    sizes.value_head_dim = f.value_head_dim ? f.value_head_dim : sizes.head_dim;
+    sizes.out_dim = f.out_dim ? f.out_dim : dims.query_dim;
+    attntrace::MhaParams<T> params = attntrace::random_mha_params<T>(dims, sizes, f.bias, parse_seed(f.seed));
+    if (f.add_bias_kv) attntrace::add_random_bias_kv(params, parse_seed(f.seed));
+    return params;
+}
+
+// --key-padding-mask and --valid-lens ("3,2" or a file).
+template <class T>
+void load_mha_masks(const MhaFlags& f, attntrace::Masks<T>& masks) {
+    if (!f.key_padding_mask.empty()) {
+        masks.key_padding_mask = attntrace::load_tensor<T>(f.key_padding_mask).array;
+        masks.key_padding_mask_name = f.key_padding_mask;
+    }
+    const auto valid_list = f.valid_lens.empty() ? std::nullopt : parse_uint_list(f.valid_lens);
+    if (valid_list) {
+        masks.valid_lens = attntrace::Array<T>::from_shape({valid_list->size()});
+        std::copy(valid_list->begin(), valid_list->end(), masks.valid_lens->begin());
+        masks.valid_lens_name = f.valid_lens;  // "3,2"
+    } else if (!f.valid_lens.empty()) {
+        masks.valid_lens = attntrace::load_tensor<T>(f.valid_lens).array;
+        masks.valid_lens_name = f.valid_lens;
+    }
+}
+
+}  // namespace
+
+template <class T>
+MhaInputs<T> load_mha_inputs(const MhaFlags& f, const AttentionRun<T>& run, std::size_t heads,
+                             std::size_t kv_heads, bool own_params) {
+    const auto& c = f.common;
+    const std::string key_path = c.key.empty() ? c.query : c.key;
+    const std::string value_path = c.value.empty() ? key_path : c.value;
+    MhaInputs<T> in{attntrace::load_tensor<T>(c.query), {}, {}, value_path == key_path, {}, {}, {}};
+    if (key_path != c.query) in.key_file = attntrace::load_tensor<T>(key_path);
+    if (value_path != key_path && value_path != c.query) in.value_file = attntrace::load_tensor<T>(value_path);
+    run.load_attn_mask(in.masks);
+    load_mha_masks(f, in.masks);
+
+    const auto dim = [](const attntrace::Array<T>& a) { return a.dimension() ? a.shape().back() : 0; };
+    if (heads == 0) heads = f.heads, kv_heads = f.kv_heads ? f.kv_heads : f.heads;
+    in.dims = {heads, kv_heads, dim(in.query.array), dim(in.key().array),
+               dim(in.value().array), !f.no_out_proj};
+    if (in.dims.heads % in.dims.kv_heads != 0)
+        throw attntrace::UsageError("--kv-heads: " + std::to_string(in.dims.heads) + " query heads cannot share " +
+                                    std::to_string(in.dims.kv_heads) + " kv heads (" + std::to_string(in.dims.heads) +
+                                    " % " + std::to_string(in.dims.kv_heads) + " != 0)");
+    if (own_params) in.params = resolve_params<T>(f, in.dims);
+    return in;
+}
+
+template MhaInputs<float> load_mha_inputs(const MhaFlags&, const AttentionRun<float>&, std::size_t, std::size_t,
+                                          bool);
+template MhaInputs<double> load_mha_inputs(const MhaFlags&, const AttentionRun<double>&, std::size_t, std::size_t,
+                                           bool);
