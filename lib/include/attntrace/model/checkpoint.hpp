@@ -1,7 +1,8 @@
 #pragma once
 // Hugging Face checkpoints: a folder with config.json and model.safetensors (or the shards listed
 // in model.safetensors.index.json). One layer's attention is read into the library's canonical
-// parameters (params.hpp) together with what the family adds around the core (positions.hpp):
+// parameters (params.hpp) together with what the family adds around the core (positions.hpp).
+// Each family is described in one file, lib/model/family_<name>.cpp:
 //
 //   model_type       tensors of layer N (after the model's prefix)           positions, masks
 //   gpt2             h.N.ln_1, h.N.attn.c_attn Conv1D (E, 3E), c_proj (E, E)  causal
@@ -32,7 +33,8 @@
 
 namespace attntrace {
 
-enum class Family : std::uint8_t { gpt2, bert, llama, gpt_neox, bloom };
+// A family's description: how its config.json reads and where its tensors are (lib/model/family.hpp).
+class Family;
 
 // "gpt2, bert, roberta, llama, mistral, qwen2, qwen3, gpt_neox, bloom"
 std::string supported_model_types();
@@ -40,7 +42,7 @@ std::string supported_model_types();
 // What layer N of the model does, from config.json (transformers' defaults for absent optional keys).
 struct LayerConfig {
     std::string model_type;   // as config.json spells it
-    Family family = Family::llama;
+    const Family* family = nullptr;  // its description
     std::size_t layer = 0;    // N
     std::size_t layers = 0;   // num_hidden_layers
     std::size_t hidden = 0;   // E

@@ -1,0 +1,44 @@
+// GPT-NeoX / Pythia (transformers models/gpt_neox/modeling_gpt_neox.py, GPTNeoXAttention):
+// LayerNorm input_layernorm, q/k/v fused in query_key_value (3E, E) laid out per head
+// [q_h; k_h; v_h], partial rotate-half rotary on int(P * rotary_pct) dims (rotary_emb_base, or
+// rope_parameters' partial_rotary_factor), causal, biases switched by attention_bias.
+#include "family.hpp"
+
+namespace attntrace {
+
+namespace {
+
+class GptNeox final : public Family {
+public:
+    std::vector<std::string_view> model_types() const override { return {"gpt_neox"}; }
+
+    void read_layer(const ConfigReader& r, LayerConfig& c) const override {
+        read_mha_sizes(r, c, "hidden_size", "num_attention_heads", "num_hidden_layers");
+        c.norm = NormKind::layer_norm;
+        c.norm_eps = r.number("layer_norm_eps", 1e-5);
+        c.causal = true;
+        c.qkv_bias = c.o_bias = r.flag("attention_bias", true);
+        auto [theta, scaling] = read_rope(r, r.number("rotary_emb_base", 10000.0));
+        double pct = r.number("partial_rotary_factor", r.number("rotary_pct", 0.25));
+        if (const nlohmann::json* params = r.find("rope_parameters")) pct = params->value("partial_rotary_factor", pct);
+        const auto dims = static_cast<std::size_t>(static_cast<double>(c.head_dim) * pct);  // int(P * pct)
+        c.rotary = Rotary{RotaryStyle::half, dims, rope_inv_freq(dims, theta, scaling)};
+    }
+
+    std::string layer_stem(std::size_t layer) const override { return "layers." + std::to_string(layer) + "."; }
+
+    std::vector<TensorSpec> attention_tensors(const LayerConfig& c) const override {
+        return fused_per_head_tensors(c, "attention.");
+    }
+
+    std::string projections_note() const override { return " (fused query_key_value, per head)"; }
+};
+
+}  // namespace
+
+const Family& gpt_neox_family() {
+    static const GptNeox family;
+    return family;
+}
+
+}  // namespace attntrace
