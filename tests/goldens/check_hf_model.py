@@ -15,6 +15,8 @@ For every case of tests/fixtures/models/full_cases.json (make_model_goldens.py):
                block; nn.MultiheadAttention for the GPT-2 / BERT / RoBERTa / BLOOM attention weights;
                nn.LayerNorm for every final and embedding LayerNorm
   bf16         bf16 weights read back equal an exact bit-level upcast (uint16 << 16)
+  text         golden/text.json (tokenize_texts.mjs) agrees with tokenizer.json: every token's id is its
+               vocabulary id, every id is below vocab_size
 Then: the activations against F.gelu (exact and approximate="tanh", BLOOM's constant within 1e-9)
 and the erf formula; and every one-layer golden of tests/fixtures/models/cases.json through the
 configs as hf_model.with_defaults completes them.
@@ -303,6 +305,18 @@ def bf16_exact(name, folder, tensors):
             compare(name, "bf16 upcast", tensors[key], want, dict(rtol=0, atol=0))
 
 
+def check_text(name, folder, vocab_size):
+    """golden/text.json's tokens and ids agree with tokenizer.json's vocabulary."""
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    vocab = dict(tokenizer["model"]["vocab"], **{a["content"]: a["id"] for a in tokenizer["added_tokens"]})
+    if len(vocab) != vocab_size:
+        failures.append(f"{name}: tokenizer.json has {len(vocab)} tokens, config vocab_size {vocab_size}")
+    for t in json.loads((folder / "golden" / "text.json").read_text())["texts"]:
+        if [vocab.get(tok) for tok in t["tokens"]] != t["ids"] or max(t["ids"]) >= vocab_size:
+            failures.append(f"{name}: text.json {t['text']!r}: ids do not match tokenizer.json")
+    worst["text"] = 0.0
+
+
 def check_case(entry):
     name = entry["name"]
     folder = ROOT / name
@@ -338,6 +352,7 @@ def check_case(entry):
         compare(name, "numpy logits", out["logits"], np_logits)
     torch_checks(name, tensors, cfg, prefix, out, ids, block_outputs[-1])
     bf16_exact(name, folder, tensors)
+    check_text(name, folder, full["vocab_size"])
 
 
 def check_activations():

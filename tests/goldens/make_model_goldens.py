@@ -3,6 +3,7 @@
 
 Regenerate: /usr/bin/python3 tests/goldens/make_model_goldens.py   (rewrites tests/fixtures/models/full_*/
             and tests/fixtures/models/full_cases.json; about 10 s)
+Then texts: tests/goldens/tokenize_texts.mjs (node; golden/text.json, see there)
 Then check: /usr/bin/python3 tests/goldens/check_hf_model.py       (exit 1 on any mismatch)
 
 A TRANSCRIPTION, NOT transformers ITSELF: transformers could not be installed where this ran, so the
@@ -25,6 +26,7 @@ Per case, tests/fixtures/models/full_<case>/:
                               the final norm, none for BERT/RoBERTa)
   golden/attentions.npy       (N, H, L, L) float64 = output_attentions
   golden/logits.npy           (L, V) float64 = logits (absent for full_bert_base: no MLM head)
+  golden/text.json            texts -> ids / tokens by npm @huggingface/tokenizers (tokenize_texts.mjs)
 tests/fixtures/models/full_cases.json lists the cases with what each one pins.
 
 The weights are make_checkpoint_goldens.py's state-dict builders (seeded N(0, 0.2^2) weights,

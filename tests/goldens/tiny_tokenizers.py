@@ -12,8 +12,8 @@ Each builder returns (tokenizer dict, {special token -> id}, vocabulary size).
 
 MERGES = [  # (left, right) in GPT-2's byte alphabet: "Ġ" is the space byte
     ("Ġ", "t"), ("h", "e"), ("Ġ", "a"), ("i", "n"), ("Ġt", "he"), ("r", "e"), ("o", "n"), ("e", "r"),
-    ("Ġ", "s"), ("a", "t"), ("Ġ", "w"), ("o", "u"), ("e", "n"), ("Ġ", "c"), ("i", "s"), ("Ġ", "o"),
-    ("a", "n"), ("Ġ", "m"), ("Ġc", "at"), ("Ġs", "at"), ("Ġo", "n"), ("Ġm", "at"), ("Ġa", "n"),
+    ("Ġ", "s"), ("a", "t"), ("Ġ", "w"), ("o", "u"), ("e", "n"), ("Ġ", "c"), ("i", "s"), ("Ġ", "on"),
+    ("a", "n"), ("Ġ", "m"), ("Ġc", "at"), ("Ġs", "at"), ("Ġ", "is"), ("Ġm", "at"), ("Ġa", "n"),
     ("in", "g"),
 ]
 
