@@ -253,7 +253,10 @@ def embed(tensors, cfg, prefix, ids):
 
 def gpt2_block(t, cfg, x, n):
     """modeling_gpt2.py GPT2Block.forward: x + attn(ln_1(x)), then + mlp(ln_2(.)); GPT2MLP: c_fc,
-    ACT2FN[activation_function], c_proj (Conv1D); inner size n_inner or 4 E."""
+    ACT2FN[activation_function], c_proj (Conv1D); inner size n_inner or 4 E. The attention flags are
+    hf_attention.gpt2's: scale_attn_weights, scale_attn_by_inverse_layer_idx (scores / (n + 1));
+    reorder_and_upcast_attn (GPT2Attention._upcast_and_reordered_attn) only moves the scaling before
+    the product and computes it in float32: the same value in float64, so it is ignored here."""
     a = hf.gpt2(t, cfg, x, n)
     h = a["output"] + x
     m = hf.layer_norm(h, t["ln_2.weight"], t["ln_2.bias"], cfg["layer_norm_epsilon"])
