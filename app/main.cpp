@@ -1,5 +1,5 @@
 // attntrace: the command line. Adds the subcommands, parses, and is the only place that turns
-// exceptions into exit codes (the table is in errors.hpp and the README):
+// exceptions into exit codes (the table is in errors.hpp and docs/files.md):
 //   0 ok, 1 compare or check found differences, 2 bad command line, 3 bad input, 4 cannot write the output,
 //   70 internal error (a bug: an exception no one expected).
 #include <algorithm>
@@ -81,7 +81,7 @@ the output, 70 internal error. `attntrace COMMAND --help` describes each command
     app.set_version_flag("--version", version_text);
     app.require_subcommand(1);
     // `attntrace COMMAND ...` builds only COMMAND's options (building every command's costs ~0.4 ms
-    // of page faults at each start, README, Performance); anything else (--help, a misspelt
+    // of page faults at each start, docs/performance.md); anything else (--help, a misspelt
     // command) builds them all, so the help lists them and the error names the word.
     using Setup = void (*)(CLI::App&);
     constexpr std::pair<std::string_view, Setup> commands[] = {

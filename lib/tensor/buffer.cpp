@@ -32,7 +32,7 @@ constexpr bool keep_freed = true;
 
 // The whole pages inside [P, P + BYTES) made present and writable by one system call instead of
 // one page fault per 4 KiB page as they are first written (3 ms against 1 ms per MiB on the VM
-// measured, README, Performance). A hint: failure changes nothing.
+// measured, docs/performance.md). A hint: failure changes nothing.
 void populate(void* p, std::size_t bytes) {
     const std::size_t page = 4096;
     const auto at = reinterpret_cast<std::uintptr_t>(p);

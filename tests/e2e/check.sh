@@ -58,17 +58,17 @@ jq -e '.stages[] | select(.name == "scores") | .max_abs > 0.1 and .max_rel > 0.1
 jq -e '.diagnosis.detail | test("1/sqrt\\(E\\), E = 6") and test("1/sqrt\\(P\\), P = 3")' "$W/out" >/dev/null ||
     fail "wrong_scale does not name both scales: $(jq .diagnosis.detail "$W/out")"
 
-# The README's worked example (Bloem's scale): its report lines are what check prints (stage lines
+# docs/check.md's worked example (Bloem's scale): its report lines are what check prints (stage lines
 # up to their numbers, which float32 rounding owns; the verdict lines exactly).
 cp -r "$CASES/bloem_wrong_scale/stages" "$W/mine"
 (cd "$W" && ln -s "$SRC/data" data && "$A" check mine/ "${bloem[@]}" > "$W/readme_out") || [ $? = 1 ] || fail "README example"
-shown=$(awk '/^attntrace check mine\//{f=1; next} f && /^```$/{n++; if (n == 3) exit; next} f && n == 2' README.md)
-[ -n "$shown" ] || fail "no worked example of check in README.md"
+shown=$(awk '/^attntrace check mine\//{f=1; next} f && /^```$/{n++; if (n == 3) exit; next} f && n == 2' docs/check.md)
+[ -n "$shown" ] || fail "no worked example of check in docs/check.md"
 while IFS= read -r line; do
     case "$line" in
         *...*) ;;
-        "  "*) grep -qF -- "${line:0:32}" "$W/readme_out" || fail "README shows '$line'" ;;
-        *) grep -qxF -- "$line" "$W/readme_out" || fail "README shows '$line'; check prints: $(tail -2 "$W/readme_out")" ;;
+        "  "*) grep -qF -- "${line:0:32}" "$W/readme_out" || fail "docs/check.md shows '$line'" ;;
+        *) grep -qxF -- "$line" "$W/readme_out" || fail "docs/check.md shows '$line'; check prints: $(tail -2 "$W/readme_out")" ;;
     esac
 done <<< "$shown"
 

@@ -3,7 +3,7 @@
 # each other, writes that fail or are killed half way, two writers at once, streams that never
 # end, corrupt and huge-claim files, non-finite values, odd file names. Every case must end with
 # the documented exit code and one clear line, no crash, and no partial, stray or clobbered file.
-# The README's reliability section lists these families with their counts (printed at the end).
+# docs/reliability.md lists these families with their counts (printed at the end).
 source "$(dirname "$0")/cli_common.bash"
 need_numpy
 : "${WRITE_FAULTS:?set WRITE_FAULTS to the write_faults LD_PRELOAD shim (tests/support)}"

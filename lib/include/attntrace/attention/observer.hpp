@@ -43,7 +43,7 @@ public:
     virtual void stage(const StageView<T>& view) = 0;
 };
 
-// The stage names in execution order, for --dump validation and the README.
+// The stage names in execution order, for --dump validation and docs/trace.md.
 const std::vector<std::string>& mha_stage_names();
 const std::vector<std::string>& sdpa_stage_names();
 

@@ -34,7 +34,7 @@ public:
     // Copies bytes [OFFSET, OFFSET + LENGTH) (inside bytes()) to TO. A mapped file's bytes are
     // read with pread, so the kernel copies them from its page cache and the mapping's pages are
     // never faulted in: for a tensor's data, 3x faster than touching the mapping on the machine
-    // measured (README, Performance). From 2 MiB on, slices of at least 1 MiB are read by up to
+    // measured (docs/performance.md). From 2 MiB on, slices of at least 1 MiB are read by up to
     // set_read_threads() workers at once, so the faults of TO's fresh pages are taken in parallel.
     // Throws InputError when the file shrank or cannot be read.
     void copy(std::size_t offset, std::size_t length, void* to) const;

@@ -4,7 +4,7 @@
 // standard's distributions are implementation-defined.
 //   uniform(): the top 53 bits of one draw, times 2^-53: [0, 1)
 //   normal():  Box-Muller on two uniforms u1, u2: sqrt(-2 ln(1 - u1)) * cos(2 pi u2)
-//              (one draw per pair is used; simple, and documented in the README)
+//              (one draw per pair is used; simple, and documented in docs/files.md)
 #include <cstdint>
 #include <random>
 
