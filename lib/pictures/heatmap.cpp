@@ -56,11 +56,44 @@ std::string head_rows(const PooledWeights& g, const float* w, double vmax, bool 
     return out;
 }
 
-std::string scale_line(double vmax, bool truecolor) {
-    if (!truecolor) return "scale: ramp \"" + std::string(kAsciiRamp) + "\" from 0 to " + number(vmax) + "\n";
+// WORDS in lines of at most WIDTH characters, one space between words (a word longer than WIDTH is
+// cut), each line ended by a newline.
+std::string wrapped(const std::vector<std::string>& words, std::size_t width) {
+    std::string out, line;
+    for (std::string word : words) {
+        if (!line.empty() && line.size() + 1 + word.size() > width) out += line + "\n", line.clear();
+        for (; word.size() > width; word.erase(0, width)) out += word.substr(0, width) + "\n";
+        line += (line.empty() ? "" : " ") + word;
+    }
+    return out + line + "\n";
+}
+
+// TEXT's space-separated words.
+std::vector<std::string> words_of(const std::string& text) {
+    std::vector<std::string> words;
+    for (std::size_t at = 0; at <= text.size();) {
+        const std::size_t end = std::min(text.find(' ', at), text.size());
+        if (end > at) words.push_back(text.substr(at, end - at));
+        at = end + 1;
+    }
+    return words;
+}
+
+// The scale within WIDTH columns: the ramp and its range, or a viridis bar of up to 24 cells.
+std::string scale_line(double vmax, bool truecolor, std::size_t width) {
+    if (!truecolor)  // the quoted ramp is one word: it starts with a space
+        return wrapped({"scale:", "ramp", "\"" + std::string(kAsciiRamp) + "\"", "from", "0", "to", number(vmax)}, width);
+    const std::string label = number(vmax);
+    const std::size_t around = std::string("scale: 0  ").size() + label.size();
+    // "scale: 0 <bar> VMAX" on one line; narrower than that, the words first and the bar below.
+    const bool one_line = width > around;
+    const std::size_t cells = std::min<std::size_t>(one_line ? width - around : width, 24);
     std::string bar;
-    for (int k = 0; k < 24; ++k) bar += colour_escape(viridis(k / 23.0), false) + " ";
-    return "scale: 0 " + bar + "\x1b[0m " + number(vmax) + "\n";
+    for (std::size_t k = 0; k < cells; ++k)
+        bar += colour_escape(viridis(cells > 1 ? double(k) / double(cells - 1) : 1.0), false) + " ";
+    bar += "\x1b[0m";
+    if (!one_line) return wrapped({"scale:", "0", "to", label}, width) + bar + "\n";
+    return "scale: 0 " + bar + " " + label + "\n";
 }
 
 }  // namespace
@@ -77,14 +110,17 @@ std::string render_heatmaps(const PooledWeights& weights, const HeatmapStyle& st
         const float* w = g.plane(style.batch, h);
         for (std::size_t i = 0; i < g.rows * g.cols; ++i) vmax = std::max(vmax, double(w[i]));
     }
-    std::string out = "heatmaps of batch " + std::to_string(style.batch) + ": rows are queries, columns keys; one cell = " +
-                      cell_text(g.q_block, "query", "queries") + " x " + cell_text(g.k_block, "key", "keys") +
-                      (g.q_block * g.k_block > 1 ? " (mean weight)" : "") + "\n" + scale_line(vmax, style.truecolor);
+    // Every line within the width: the header and the scale wrapped, the rows fitted by the pooling.
+    const std::size_t width = std::max<std::size_t>(style.width, 1);
+    std::string out = wrapped(words_of("heatmaps of batch " + std::to_string(style.batch) + ": rows are queries, columns keys; one cell = " +
+                                  cell_text(g.q_block, "query", "queries") + " x " + cell_text(g.k_block, "key", "keys") +
+                                  (g.q_block * g.k_block > 1 ? " (mean weight)" : "")),
+                              width) +
+                      scale_line(vmax, style.truecolor, width);
     for (auto h : heads) {
-        out += "head ";
-        out += std::to_string(h);
-        if (h < style.names.size() && !style.names[h].empty()) out.append(" (").append(style.names[h]).append(")");
-        out += '\n';
+        std::string title = "head " + std::to_string(h);
+        if (h < style.names.size() && !style.names[h].empty()) title += " (" + style.names[h] + ")";
+        out += wrapped(words_of(title), width);
         out += head_rows(g, g.plane(style.batch, h), vmax, style.truecolor, width_q);
     }
     return out;

@@ -82,8 +82,24 @@ grep -q $'\x1b' "$W/out" && fail "escape codes off a terminal"
 # Fit to COLUMNS by pooling: 40 keys into 20 columns -> cells of 2x2 at most 8 cells wide.
 "$PYTHON" -c 'import numpy as np,sys; np.save(sys.argv[1], np.random.default_rng(0).normal(size=(2, 40, 8)).astype(np.float32))' "$W/x.npy"
 COLUMNS=20 run 0 "$A" mha -q "$W/x.npy" --heads 2 --trace none --heatmap
-grep -q "one cell = 5 queries x 5 keys (mean weight)" "$W/out" || fail "COLUMNS=20 pooling header"
-[ "$(awk 'length > 20' "$W/out" | grep -vc '^heatmaps\|^scale')" = 0 ] || fail "heatmap rows wider than COLUMNS=20"
+tr '\n' ' ' <"$W/out" | grep -q "one cell = 5 queries x 5 keys (mean weight)" || fail "COLUMNS=20 pooling header"
+# Every line of the heatmap section fits COLUMNS, header and scale included, in a pipe (the ramp)
+# and on a terminal (colour half-blocks, run under `script`; escapes do not take columns).
+visible_width_over() {  # FILE COLUMNS: the lines of FILE wider than COLUMNS once escapes are removed
+    "$PYTHON" -c '
+import re, sys
+for line in open(sys.argv[1], encoding="utf-8").read().split("\n"):
+    text = re.sub(r"\x1b\[[0-9;]*m", "", line).rstrip("\r")
+    if len(text) > int(sys.argv[2]): print(len(text), repr(text))' "$1" "$2"
+}
+for columns in 20 40 60; do
+    COLUMNS=$columns run 0 "$A" mha -q "$W/x.npy" --heads 2 --trace none --heatmap
+    [ -z "$(visible_width_over "$W/out" "$columns")" ] || fail "COLUMNS=$columns: $(visible_width_over "$W/out" "$columns")"
+    COLUMNS=$columns script -qec "$A mha -q $W/x.npy --heads 2 --trace none --heatmap" /dev/null >"$W/tty" ||
+        fail "heatmap on a terminal"
+    grep -q $'\x1b\[48;2' "$W/tty" || fail "no colour on a terminal"
+    [ -z "$(visible_width_over "$W/tty" "$columns")" ] || fail "terminal, COLUMNS=$columns: $(visible_width_over "$W/tty" "$columns")"
+done
 
 # rollout: numpy's product of (mean over heads + I, renormalised), and its picture.
 "$PYTHON" - "$W" <<'PY'

@@ -263,3 +263,28 @@ TEST_CASE("the diagonal detector on both paths for self-attention") {
         }
     CHECK(want[0].diagonal > 0);
 }
+
+TEST_CASE("every line of a heatmap fits its width, header, scale and head names included") {
+    const Array<double> w = attntrace::random_tensor<double>({2, 3, 40, 40}, attntrace::Distribution::uniform, 7);
+    const auto pooled = attntrace::pool_weights(w, 1024);
+    for (const bool truecolor : {false, true})
+        for (std::size_t width = 8; width <= 100; ++width) {
+            attntrace::HeatmapStyle style;
+            style.truecolor = truecolor;
+            style.width = width;
+            style.names = {"previous-token", "", "sink"};
+            const std::string text = attntrace::render_heatmaps(pooled, style);
+            std::size_t start = 0, lines = 0;
+            while (start < text.size()) {
+                const std::size_t end = text.find('\n', start);
+                std::string line = text.substr(start, end - start);
+                start = end + 1, ++lines;
+                for (std::size_t e; (e = line.find('\x1b')) != std::string::npos;) line.erase(e, line.find('m', e) - e + 1);
+                std::size_t columns = 0;  // characters, a UTF-8 half-block counting one
+                for (const unsigned char c : line) columns += (c & 0xC0) != 0x80;
+                INFO("width " << width << (truecolor ? std::string(" (colour): ") : std::string(" (ramp): ")) << line);
+                CHECK(columns <= std::max<std::size_t>(width, 3));  // a row is at least "i " and one cell
+            }
+            CHECK(lines > 4);
+        }
+}
