@@ -63,7 +63,8 @@ void plan_mha_attn_mask(MaskPlan<T>& plan, const Masks<T>& masks, std::size_t b,
         if (!batched) plan.attn_lead_strides.insert(plan.attn_lead_strides.begin(), 0);
     }
     plan.attn_is_bool = masks.attn_mask_is_bool;
-    add_description(plan.description, (masks.attn_mask_is_bool ? "bool mask " : "float mask ") + masks.attn_mask_name);
+    if (!masks.attn_mask_name.empty())  // empty: only the causal mask folded in (with_causal_mask)
+        add_description(plan.description, (masks.attn_mask_is_bool ? "bool mask " : "float mask ") + masks.attn_mask_name);
 }
 
 template <class T>
@@ -130,7 +131,7 @@ MaskPlan<T> plan_mha_masks(const Masks<T>& masks, std::size_t b, std::size_t h, 
                            bool batched) {
     MaskPlan<T> plan;
     plan.causal = masks.causal, plan.lead = {b, h}, plan.lq = lq, plan.lk = lk, plan.heads_per_batch = h;
-    if (masks.causal) plan.description = "causal";
+    if (masks.causal || masks.causal_in_attn_mask) plan.description = "causal";
     if (masks.attn_mask) plan_mha_attn_mask(plan, masks, b, h, lq, lk, batched);
     if (masks.key_padding_mask) plan_key_padding(plan, masks, b, lk, batched);
     if (masks.valid_lens) plan_valid_lens(plan, masks, b, lq, lk);
@@ -145,6 +146,37 @@ Masks<T> pad_key_columns(const Masks<T>& masks, std::size_t extra) {
     return out;
 }
 
+template <class T>
+Masks<T> with_causal_mask(const Masks<T>& masks, std::size_t lq, std::size_t lk) {
+    Masks<T> out = masks;
+    if (!masks.causal) return out;
+    Shape shape = masks.attn_mask ? shape_of(*masks.attn_mask) : Shape{lq, lk};
+    const std::size_t r = shape.size();
+    if (r < 2 || (shape[r - 2] != lq && shape[r - 2] != 1) || (shape[r - 1] != lk && shape[r - 1] != 1)) return out;
+    const std::size_t rows = shape[r - 2], cols = shape[r - 1];  // the given mask's (1 where broadcast)
+    shape[r - 2] = lq, shape[r - 1] = lk;
+    Array<T> folded = Array<T>::from_shape(shape);
+    const bool is_bool = !masks.attn_mask || masks.attn_mask_is_bool;
+    const std::size_t planes = folded.size() / (lq * lk);
+    for (std::size_t n = 0; n < planes; ++n)
+        for (std::size_t i = 0; i < lq; ++i)
+            for (std::size_t j = 0; j < lk; ++j) {
+                const T given = masks.attn_mask ? masks.attn_mask->data()[(n * rows + (rows > 1 ? i : 0)) * cols +
+                                                                          (cols > 1 ? j : 0)]
+                                                : T(0);
+                T& m = folded.data()[(n * lq + i) * lk + j];
+                if (is_bool) m = given != T(0) || j > i ? T(1) : T(0);
+                else m = j > i ? -std::numeric_limits<T>::infinity() : given;
+            }
+    out.attn_mask = std::move(folded);
+    out.attn_mask_is_bool = is_bool;
+    out.causal = false;
+    out.causal_in_attn_mask = true;
+    return out;
+}
+
+template Masks<float> with_causal_mask(const Masks<float>&, std::size_t, std::size_t);
+template Masks<double> with_causal_mask(const Masks<double>&, std::size_t, std::size_t);
 template Masks<float> pad_key_columns(const Masks<float>&, std::size_t);
 template Masks<double> pad_key_columns(const Masks<double>&, std::size_t);
 template MaskPlan<float> plan_sdpa_masks(const Masks<float>&, const Shape&, std::size_t, std::size_t);

@@ -75,13 +75,37 @@ MhaShape check_mha_inputs(const Array<T>& query, const Array<T>& key, const Arra
             sizes.value_head_dim, ks[1], sizes};
 }
 
-// The masks padded for the appended key rows; refuses what torch's module has no meaning for.
+// torch's add_bias_kv / add_zero_attn: the masks and positions the appended key rows need.
 template <class T>
-Masks<T> pad_appended_keys(const Masks<T>& masks, const MhaShape& s, const PositionStages<T>* positions) {
-    if (masks.causal || masks.valid_lens || positions)
-        throw UsageError("add_bias_kv / add_zero_attn: not supported with causal masks, valid lengths or positions "
-                         "(torch's nn.MultiheadAttention has none of them)");
-    return pad_key_columns(masks, s.lk - s.lk_in);
+struct AppendedKeys {
+    Masks<T> masks;                              // padded with one allowed column per appended row
+    std::optional<PositionStages<T>> positions;  // the caller's, less the causal folded into masks
+};
+
+// torch pads attn_mask and key_padding_mask with one allowed column per appended key row. A causal
+// mask (the masks' own, or the positions' plain upper-left causal visibility) first becomes the
+// equivalent boolean mask over the input keys, as torch takes it, so every query sees the appended
+// rows. Valid lengths and positions (rotary, ALiBi, windows, a layer's norms) are refused: torch's
+// module has none of them.
+template <class T>
+AppendedKeys<T> pad_appended_keys(const Masks<T>& masks, const MhaShape& s, const PositionStages<T>* positions) {
+    AppendedKeys<T> out{masks, positions ? std::optional(*positions) : std::nullopt};
+    bool causal = masks.causal;
+    if (out.positions) {
+        PositionStages<T>& p = *out.positions;
+        const KeyVisibility& v = p.visibility;
+        if (p.norm != NormKind::none || p.rotary || p.q_norm || !p.alibi.empty() || v.window || v.lower_right)
+            throw UsageError("add_bias_kv / add_zero_attn: not supported with positions (rotary, ALiBi, a window, "
+                             "lower-right causal alignment, a layer's norms): torch's nn.MultiheadAttention has none");
+        causal = causal || v.causal;
+        out.positions.reset();  // nothing left in them
+    }
+    if (masks.valid_lens)
+        throw UsageError("add_bias_kv / add_zero_attn: not supported with valid lengths (torch's "
+                         "nn.MultiheadAttention takes a key padding mask instead)");
+    out.masks.causal = causal;
+    out.masks = pad_key_columns(with_causal_mask(out.masks, s.lq, s.lk_in), s.lk - s.lk_in);
+    return out;
 }
 
 struct FreeBuffer {
@@ -274,10 +298,11 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
                        const MhaParams<T>& params, const MhaConfig& config, const Masks<T>& masks,
                        const AttentionOptions& options, Observer<T>* observer, const PositionStages<T>* positions) {
     const MhaShape s = check_mha_inputs(query, key, value, params, config, options);
-    // add_bias_kv / add_zero_attn: the masks get one allowed column per appended key row
-    const std::optional<Masks<T>> padded =
+    // add_bias_kv / add_zero_attn: masks padded for the appended key rows
+    const std::optional<AppendedKeys<T>> appended =
         s.lk == s.lk_in ? std::nullopt : std::optional(pad_appended_keys(masks, s, positions));
-    MaskPlan<T> plan = plan_mha_masks(padded ? *padded : masks, s.b, s.h, s.lq, s.lk, s.batched);
+    if (appended) positions = appended->positions ? &*appended->positions : nullptr;
+    MaskPlan<T> plan = plan_mha_masks(appended ? appended->masks : masks, s.b, s.h, s.lq, s.lk, s.batched);
     const SingleThreadedBlas blas;
     const std::size_t threads = thread_count(options.threads);
     const Reporter<T> rep{observer, s.batched};

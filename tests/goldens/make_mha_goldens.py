@@ -368,7 +368,8 @@ def make_bad_cases():
         ("sdpa_length_mismatch", ["sdpa", "-q", "q_e4.npy", "-k", "q_e4.npy", "-v", "v_l6.npy"], [3], ["(2, 6, 3)", "(2, 4, 4)"]),
         ("bias_k_without_bias_v", base + ["--heads", "2", "--params", "params_bias_k_only.safetensors"], [3], ["bias_k without bias_v"]),
         ("bias_k_wrong_shape", base + ["--heads", "2", "--params", "params_bias_k_1x1x6.safetensors"], [3], ["bias_k", "(1, 1, 6)", "(1, 1, 8)"]),
-        ("bias_kv_with_causal", base + ["--heads", "2", "--params", "params.safetensors", "--causal", "--add-zero-attn"], [2, 3], ["add_zero_attn"]),
+        ("zero_attn_with_valid_lens", base + ["--heads", "2", "--params", "params.safetensors", "--valid-lens", "3,2", "--add-zero-attn"], [2], ["add_zero_attn", "valid lengths"]),
+        ("zero_attn_with_rotary", base + ["--heads", "2", "--params", "params.safetensors", "--rotary", "half", "--add-zero-attn"], [2], ["add_zero_attn", "positions"]),
         ("add_bias_kv_with_params", base + ["--heads", "2", "--params", "params.safetensors", "--add-bias-kv"], [2, 3], ["--add-bias-kv"]),
         ("missing_input_file", base + ["--heads", "2", "--params", "no_such_params.safetensors"], [3], ["no_such_params.safetensors"]),
     ]
@@ -394,6 +395,9 @@ def write_cases(root, case_list):
 
 
 def main():
+    global ROOT
+    if len(sys.argv) > 1:  # another folder: to regenerate into and compare with the committed one
+        ROOT = Path(sys.argv[1]).resolve()
     if ROOT.exists():
         shutil.rmtree(ROOT)
     ROOT.mkdir(parents=True)
@@ -473,6 +477,15 @@ def main():
     mha_case("zero_attn_no_weights_self", e=8, h=2, attn_mask=lambda r, b, h, lq, lk: r.standard_normal((lq, lk)),
              need_weights=False, add_zero_attn=True)
     mha_case("bias_kv_zero_attn_prefix", e=8, h=2, prefix="encoder.layers.0.self_attn.", **kvz)
+    # --causal with the appended keys: PyTorch takes the equivalent bool mask and pads it with an
+    # allowed column per appended key, so every query sees them (after the cases above: their seeds
+    # stay).
+    mha_case("bias_kv_causal", e=8, h=2, causal=True, **kv)
+    mha_case("bias_kv_zero_attn_causal_masks_f64", e=8, h=4, dtype="f64", causal=True, key_padding_mask=kpm_some,
+             attn_mask=lambda r, b, h, lq, lk: r.standard_normal((lq, lk)), **kvz)
+    mha_case("zero_attn_causal_cross_bool_4d", e=6, h=3, lq=4, lk=6, cross=True, causal=True, add_zero_attn=True,
+             attn_mask=lambda r, b, h, lq, lk: bool_mask_no_empty_row(r, (b, 1, lq, lk)))
+    mha_case("bias_kv_causal_no_weights", e=8, h=2, lq=6, causal=True, need_weights=False, **kvz)
 
     make_bad_cases()
     write_cases(ROOT, cases)

@@ -23,6 +23,7 @@ namespace attntrace {
 template <class T>
 struct Masks {
     bool causal = false;                   // query i sees keys j <= i (top-left aligned)
+    bool causal_in_attn_mask = false;      // causal folded into attn_mask (with_causal_mask)
     std::optional<Array<T>> attn_mask;     // (Lq, Lk) or broadcastable to (B, H, Lq, Lk)
     bool attn_mask_is_bool = false;        // true: nonzero = not allowed; false: added
     std::string attn_mask_name;
@@ -125,6 +126,14 @@ MaskPlan<T> plan_sdpa_masks(const Masks<T>& masks, const Shape& lead, std::size_
 // get EXTRA allowed (zero) columns appended on their last (Lk) axis, Lk -> Lk + EXTRA.
 template <class T>
 Masks<T> pad_key_columns(const Masks<T>& masks, std::size_t extra);
+
+// MASKS with `causal` folded into the attention mask as the equivalent mask over (LQ, LK): a bool
+// mask gets key j > i not allowed, a float mask -inf there, broadcast with the attention mask
+// already there (an attention mask whose last two dims do not broadcast to (LQ, LK) is left for the
+// plan to refuse). Then causal is false and causal_in_attn_mask true, so the trace still says
+// "causal". For torch's add_bias_kv / add_zero_attn, whose appended keys every query may see.
+template <class T>
+Masks<T> with_causal_mask(const Masks<T>& masks, std::size_t lq, std::size_t lk);
 
 // mha's plan: scores (B, H, Lq, Lk); BATCHED false for a 2-D input, whose masks have no B axis
 // (an attention mask (H, Lq, Lk) or (Lq, Lk), key padding (Lk), valid lengths (1,)). Throws
