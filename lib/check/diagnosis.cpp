@@ -146,6 +146,27 @@ Array<double> weighted_values(const Array<double>& w, const Array<double>& v, st
     return out;
 }
 
+// The output from MERGED (B, Lq, H*Pv) (mha): merged @ W_o^T + b_o, or merged itself with no W_o.
+StageValues with_merged(const CheckProblem& p, StageValues run, Array<double> merged) {
+    if (!p.params.w_o) {
+        run["output"] = merged;
+        run["merged"] = std::move(merged);
+        return run;
+    }
+    const auto& wo = *p.params.w_o;
+    const std::size_t po = wo.shape()[0], hp = wo.shape()[1], rows = merged.size() / hp;
+    Array<double> out = Array<double>::from_shape(run.at("output").shape());
+    for (std::size_t row = 0; row < rows; ++row)
+        for (std::size_t o = 0; o < po; ++o) {
+            double s = p.params.b_o ? p.params.b_o->data()[o] : 0;
+            for (std::size_t c = 0; c < hp; ++c) s += merged.data()[row * hp + c] * wo.data()[o * hp + c];
+            out.data()[row * po + o] = s;
+        }
+    run["output"] = out;
+    run["merged"] = std::move(merged);
+    return run;
+}
+
 // The stages after the context from CONTEXT (mha (B, H, Lq, Pv); sdpa: the output itself).
 StageValues with_context(const CheckProblem& p, StageValues run, const Array<double>& ctx, const Dims& d) {
     if (!p.is_mha) {
@@ -160,22 +181,7 @@ StageValues with_context(const CheckProblem& p, StageValues run, const Array<dou
             for (std::size_t i = 0; i < d.Lq; ++i)
                 for (std::size_t c = 0; c < d.Pv; ++c)
                     merged.data()[(b * d.Lq + i) * d.H * d.Pv + h * d.Pv + c] = ctx.data()[((b * d.H + h) * d.Lq + i) * d.Pv + c];
-    run["merged"] = merged;
-    if (!p.params.w_o) {
-        run["output"] = merged;
-        return run;
-    }
-    const auto& wo = *p.params.w_o;
-    const std::size_t po = wo.shape()[0], hp = wo.shape()[1];
-    Array<double> out = Array<double>::from_shape(run.at("output").shape());
-    for (std::size_t row = 0; row < n * d.Lq; ++row)
-        for (std::size_t o = 0; o < po; ++o) {
-            double s = p.params.b_o ? p.params.b_o->data()[o] : 0;
-            for (std::size_t c = 0; c < hp; ++c) s += merged.data()[row * hp + c] * wo.data()[o * hp + c];
-            out.data()[row * po + o] = s;
-        }
-    run["output"] = out;
-    return run;
+    return with_merged(p, std::move(run), std::move(merged));
 }
 
 // Weights computed some other way, and everything after them.
@@ -343,6 +349,16 @@ void add_head_split_hypotheses(std::vector<Hypothesis>& out, const CheckProblem&
                         split));
 }
 
+// head_merge: the heads split right but merged as (L, P, H): merged column p*H + h holds head h's
+// column p (the context's axes in the wrong order before the reshape). Needs H > 1 and Pv > 1.
+void add_head_merge_hypothesis(std::vector<Hypothesis>& out, const CheckProblem& p, const StageValues& ref, const Dims& d) {
+    if (!p.is_mha || d.H < 2 || d.Pv < 2) return;
+    out.push_back({"head_merge",
+                   "heads split right but merged as (L, P, H) instead of (L, H, P): merged column p*H + h holds head "
+                   "h's column p (e.g. context.permute(0, 2, 3, 1) before the reshape, instead of transpose(1, 2))",
+                   [&p, &ref, d] { return with_merged(p, ref, regroup_last(ref.at("merged"), d.H, d.Pv, false)); }});
+}
+
 // ---- masks ---------------------------------------------------------------------------------------
 
 // 1 where MASKED_SCORES (any shape) allows the key, 0 where it is -inf.
@@ -444,6 +460,7 @@ Diagnosis diagnose(const CheckProblem& problem, const StageValues& reference, co
     add_axis_hypotheses(hypotheses, problem, reference, d);
     add_projection_hypotheses(hypotheses, problem, d);
     add_head_split_hypotheses(hypotheses, problem, d);
+    add_head_merge_hypothesis(hypotheses, problem, reference, d);
     add_mask_hypotheses(hypotheses, problem, reference);
     add_sum_axis_pattern(hypotheses, problem, reference, d);
     const auto at = std::find_if(files.begin(), files.end(), [&](const StageFile& f) { return f.stage == first; });

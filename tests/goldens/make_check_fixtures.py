@@ -247,7 +247,8 @@ def softmax(x, axis):
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def np_mha(x, p, heads, *, softmax_axis=-1, transpose_k=False, kpm=None, invert=False, skip_b_v=False, factor=1.0):
+def np_mha(x, p, heads, *, softmax_axis=-1, transpose_k=False, kpm=None, invert=False, skip_b_v=False, factor=1.0,
+           merge_as_lph=False):
     """A learner's numpy multi-head attention (torch layout weights (out, in), biases), one optional mistake."""
     B, L, E = x.shape
     P = p["w_q"].shape[0] // heads
@@ -262,7 +263,9 @@ def np_mha(x, p, heads, *, softmax_axis=-1, transpose_k=False, kpm=None, invert=
         masked = np.where(ignore[:, None, None, :], -np.inf, scores)
     w = softmax(masked, softmax_axis)
     ctx = w @ vh
-    merged = ctx.transpose(0, 2, 1, 3).reshape(B, L, heads * P)
+    # merge_as_lph: the heads merged as (L, P, H), column p*H + h holding head h's column p (the
+    # context's axes put in the wrong order before the reshape)
+    merged = (ctx.transpose(0, 2, 3, 1) if merge_as_lph else ctx.transpose(0, 2, 1, 3)).reshape(B, L, heads * P)
     out = (merged @ p["w_o"].T + p["b_o"]) * factor
     return {"q": q, "k": k, "v": v, "q_heads": qh, "scores": scores, "masked_scores": masked, "weights": w,
             "context": ctx, "merged": merged, "output": out}
@@ -289,7 +292,9 @@ def numpy_cases():
             ("softmax_axis", dict(softmax_axis=-2), ("q", "scores", "weights", "output"), "weights", "softmax_axis", ["query axis"]),
             ("transposed_weight", dict(transpose_k=True), ("q", "k", "scores", "output"), "k", "transposed_weight", ["W_k used as stored"]),
             ("missing_bias", dict(skip_b_v=True), ("q", "k", "v", "context", "output"), "v", "missing_bias", ["b_v left out"]),
-            ("unknown_factor", dict(factor=2.0), ("q", "weights", "output"), "output", "unknown", ["constant factor"])):
+            ("unknown_factor", dict(factor=2.0), ("q", "weights", "output"), "output", "unknown", ["constant factor"]),
+            ("head_merge", dict(merge_as_lph=True), ("q_heads", "context", "merged", "output"), "merged", "head_merge",
+             ["merged as (L, P, H)"])):
         out = np_mha(x, p, 2, **kw)
         case(name, {s: out[s] for s in keep}, ["-q", own(name, "x.npy", x), "--heads", "2", "--params",
                                                own_params(name, torch_names(p))], 1, first, code, text=text)

@@ -10,6 +10,7 @@
 //   transposed_weight   a projection used W instead of Wᵀ (square weights)
 //   wrong_projection    a projection used another stage's weight (and bias)
 //   head_split          heads split (and merged) as (L, P, H) instead of (L, H, P)
+//   head_merge          heads split right but merged as (L, P, H) instead of (L, H, P)
 //   mask_inverted       masked and allowed keys swapped
 //   causal_offset       causal mask off by one (diagonal excluded, or one key too many)
 //   context_from_input  weights multiplied by the value input instead of V
