@@ -16,6 +16,8 @@ The checks:
     exactly the plan's row, so the build enforces what the page says.
   - app/ includes only app/ headers and the library's public headers, and no header in lib/ or app/
     is part of an include cycle.
+  - no string literal in lib/ names a command-line flag ("--heads"): the library names parameters,
+    and the app puts them in its flags' words (app/flag_parsing.hpp, naming_flags).
 """
 import os
 import re
@@ -26,6 +28,9 @@ import tempfile
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 ROW = re.compile(r'^\|\s*`(\w+)`\s*\|([^|]*)\|', re.M)
+STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]+")
+COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 DECL = re.compile(r'attntrace_subsystem\((\w+)((?:\s+USES(?:\s+\w+)+)?)\s*\)')
 
 
@@ -145,9 +150,19 @@ def check_cmake(src, plan, problems):
             problems.append(f"lib/CMakeLists.txt: subsystem {name} is not in docs/architecture.md's plan")
 
 
+def check_flag_words(src, problems):
+    for rel in sources(src, "lib"):
+        text = COMMENT.sub("", open(os.path.join(src, rel), encoding="utf-8").read())
+        for literal in STRING.findall(text):
+            for flag in FLAG.findall(literal):
+                problems.append(f"{rel}: the string {literal} names the flag {flag}: name the parameter, "
+                                f"and let the app say the flag")
+
+
 def check(src):
     plan = read_plan(src)
     problems = []
+    check_flag_words(src, problems)
     graph = check_includes(src, plan, problems)
     check_cycles(graph, problems)
     check_folders(src, plan, problems)
@@ -162,6 +177,7 @@ def self_test(src):
         "sideways include": ("lib/pictures/plot.cpp", '#include "attntrace/check/compare.hpp"\n'),
         "private header of another subsystem": ("lib/model/checkpoint.cpp", '#include "../io/half.hpp"\n'),
         "lib including app": ("lib/check/compare.cpp", '#include "../../app/commands.hpp"\n'),
+        "a flag named in lib": ("lib/check/compare.cpp", 'static const char* kWord = "give --rtol";\n'),
     }
     failures = 0
     for what, (file, line) in breakages.items():
