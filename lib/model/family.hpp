@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "attntrace/model/checkpoint.hpp"
@@ -45,6 +46,10 @@ struct TensorSpec {
 
 class Family {
 public:
+    // STEM: what precedes a layer's number ("h.", "layers."); PROJECTIONS_NOTE: how the q/k/v
+    // projections are stored, for the layer's plan (" (Conv1D c_attn, transposed)").
+    explicit Family(std::string stem, std::string projections_note = "")
+        : stem_(std::move(stem)), projections_note_(std::move(projections_note)) {}
     virtual ~Family() = default;
     // The model_type values of config.json this description reads ("llama", "mistral", ...).
     virtual std::vector<std::string_view> model_types() const = 0;
@@ -52,11 +57,14 @@ public:
     // biases (C.model_type is set).
     virtual void read_layer(const ConfigReader& r, LayerConfig& c) const = 0;
     // What precedes a layer's roles after the model's prefix: "h.3.", "encoder.layer.3.".
-    virtual std::string layer_stem(std::size_t layer) const = 0;
+    std::string layer_stem(std::size_t layer) const { return stem_ + std::to_string(layer) + "."; }
     // Layer C's attention tensors, its pre-attention norm included, the first one always present.
     virtual std::vector<TensorSpec> attention_tensors(const LayerConfig& c) const = 0;
-    // How the q/k/v projections are stored, for the layer's plan: " (Conv1D c_attn, transposed)".
-    virtual std::string projections_note() const { return ""; }
+    const std::string& projections_note() const { return projections_note_; }
+
+private:
+    std::string stem_;
+    std::string projections_note_;
 };
 
 // The registry (families.cpp): every family, in the order the error for an unknown model_type

@@ -10,6 +10,8 @@ namespace {
 
 class Bert final : public Family {
 public:
+    Bert() : Family("encoder.layer.") {}
+
     std::vector<std::string_view> model_types() const override { return {"bert", "roberta"}; }
 
     void read_layer(const ConfigReader& r, LayerConfig& c) const override {
@@ -18,8 +20,6 @@ public:
         if (pos && *pos != "absolute")
             config_error(r.source, "position_embedding_type " + pos->dump() + " is not supported (absolute)");
     }
-
-    std::string layer_stem(std::size_t layer) const override { return "encoder.layer." + std::to_string(layer) + "."; }
 
     std::vector<TensorSpec> attention_tensors(const LayerConfig& c) const override {
         using enum Canonical;

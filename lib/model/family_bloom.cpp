@@ -10,6 +10,8 @@ namespace {
 
 class Bloom final : public Family {
 public:
+    Bloom() : Family("h.", " (fused query_key_value, per head)") {}
+
     std::vector<std::string_view> model_types() const override { return {"bloom"}; }
 
     void read_layer(const ConfigReader& r, LayerConfig& c) const override {
@@ -23,13 +25,9 @@ public:
         c.alibi = true;
     }
 
-    std::string layer_stem(std::size_t layer) const override { return "h." + std::to_string(layer) + "."; }
-
     std::vector<TensorSpec> attention_tensors(const LayerConfig& c) const override {
         return fused_per_head_tensors(c, "self_attention.");
     }
-
-    std::string projections_note() const override { return " (fused query_key_value, per head)"; }
 };
 
 }  // namespace

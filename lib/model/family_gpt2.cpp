@@ -11,6 +11,8 @@ namespace {
 
 class Gpt2 final : public Family {
 public:
+    Gpt2() : Family("h.", " (Conv1D c_attn, transposed)") {}
+
     std::vector<std::string_view> model_types() const override { return {"gpt2"}; }
 
     void read_layer(const ConfigReader& r, LayerConfig& c) const override {
@@ -22,8 +24,6 @@ public:
         if (r.flag("scale_attn_by_inverse_layer_idx", false)) c.scale /= static_cast<double>(c.layer + 1);
     }
 
-    std::string layer_stem(std::size_t layer) const override { return "h." + std::to_string(layer) + "."; }
-
     std::vector<TensorSpec> attention_tensors(const LayerConfig& c) const override {
         using enum Canonical;
         const std::size_t e = c.hidden;
@@ -34,8 +34,6 @@ public:
         add_linear(s, {"attn.c_proj", {e, e}, "(E, E)", {w_o}, {b_o}, true, Stored::conv1d});
         return s;
     }
-
-    std::string projections_note() const override { return " (Conv1D c_attn, transposed)"; }
 };
 
 }  // namespace

@@ -10,6 +10,8 @@ namespace {
 
 class GptNeox final : public Family {
 public:
+    GptNeox() : Family("layers.", " (fused query_key_value, per head)") {}
+
     std::vector<std::string_view> model_types() const override { return {"gpt_neox"}; }
 
     void read_layer(const ConfigReader& r, LayerConfig& c) const override {
@@ -25,13 +27,9 @@ public:
         c.rotary = Rotary{RotaryStyle::half, dims, rope_inv_freq(dims, theta, scaling)};
     }
 
-    std::string layer_stem(std::size_t layer) const override { return "layers." + std::to_string(layer) + "."; }
-
     std::vector<TensorSpec> attention_tensors(const LayerConfig& c) const override {
         return fused_per_head_tensors(c, "attention.");
     }
-
-    std::string projections_note() const override { return " (fused query_key_value, per head)"; }
 };
 
 }  // namespace

@@ -30,6 +30,8 @@ std::optional<std::size_t> qwen_window(const ConfigReader& r, std::size_t layer)
 
 class Llama final : public Family {
 public:
+    Llama() : Family("layers.") {}
+
     std::vector<std::string_view> model_types() const override { return {"llama", "mistral", "qwen2", "qwen3"}; }
 
     void read_layer(const ConfigReader& r, LayerConfig& c) const override {
@@ -52,8 +54,6 @@ public:
         c.qkv_bias = c.model_type == "qwen2" || bias;
         c.o_bias = c.model_type != "qwen2" && bias;
     }
-
-    std::string layer_stem(std::size_t layer) const override { return "layers." + std::to_string(layer) + "."; }
 
     std::vector<TensorSpec> attention_tensors(const LayerConfig& c) const override {
         using enum Canonical;

@@ -223,24 +223,13 @@ private:
 
 // libpng, loaded on the first PNG written rather than at start-up: linked in, it and libz cost
 // every run about 0.5 ms of mapping and relocation, and only --plot FILE.png uses them.
+#define PNG_SYMBOLS(X)                                                                                 \
+    X(png_create_write_struct) X(png_create_info_struct) X(png_destroy_write_struct)                      \
+    X(png_set_longjmp_fn) /* behind png.h's png_jmpbuf */ X(png_get_io_ptr) X(png_set_write_fn)           \
+    X(png_set_IHDR) X(png_set_text) X(png_write_info) X(png_write_row) X(png_write_end)
 struct LibPng {
-    decltype(&png_create_write_struct) create_write_struct = nullptr;
-    decltype(&png_create_info_struct) create_info_struct = nullptr;
-    decltype(&png_destroy_write_struct) destroy_write_struct = nullptr;
-    decltype(&png_set_longjmp_fn) set_longjmp_fn = nullptr;  // behind png.h's png_jmpbuf
-    decltype(&png_get_io_ptr) get_io_ptr = nullptr;
-    decltype(&png_set_write_fn) set_write_fn = nullptr;
-    decltype(&png_set_IHDR) set_IHDR = nullptr;
-    decltype(&png_set_text) set_text = nullptr;
-    decltype(&png_write_info) write_info = nullptr;
-    decltype(&png_write_row) write_row = nullptr;
-    decltype(&png_write_end) write_end = nullptr;
+    ATTNTRACE_SYMBOL_FIELDS(PNG_SYMBOLS)
 };
-
-template <class F>
-void bind_png(void* handle, F& fn, const char* name) {
-    bind_symbol<OutputError>(handle, fn, name, "libpng16");
-}
 
 // dlopen of the runtime library by its soname, else the one found at build time (as gemm.cpp does
 // for OpenBLAS). Throws OutputError when neither loads.
@@ -248,17 +237,8 @@ LibPng load_png() {
     void* handle = open_library("libpng16.so.16", ATTNTRACE_PNG_LIBRARY);
     if (!handle) throw OutputError(std::string("libpng16 could not be loaded (") + dlerror() + ")");
     LibPng lib;
-    bind_png(handle, lib.create_write_struct, "png_create_write_struct");
-    bind_png(handle, lib.create_info_struct, "png_create_info_struct");
-    bind_png(handle, lib.destroy_write_struct, "png_destroy_write_struct");
-    bind_png(handle, lib.set_longjmp_fn, "png_set_longjmp_fn");
-    bind_png(handle, lib.get_io_ptr, "png_get_io_ptr");
-    bind_png(handle, lib.set_write_fn, "png_set_write_fn");
-    bind_png(handle, lib.set_IHDR, "png_set_IHDR");
-    bind_png(handle, lib.set_text, "png_set_text");
-    bind_png(handle, lib.write_info, "png_write_info");
-    bind_png(handle, lib.write_row, "png_write_row");
-    bind_png(handle, lib.write_end, "png_write_end");
+    const std::string missing = ATTNTRACE_BIND_SYMBOLS(PNG_SYMBOLS, handle, lib);
+    if (!missing.empty()) throw OutputError("libpng16 has no symbol " + missing);
     return lib;
 }
 
@@ -269,7 +249,7 @@ const LibPng& libpng() {
 }
 
 extern "C" void png_append(png_structp png, png_bytep data, png_size_t n) {
-    static_cast<std::string*>(libpng().get_io_ptr(png))->append(reinterpret_cast<const char*>(data), n);
+    static_cast<std::string*>(libpng().png_get_io_ptr(png))->append(reinterpret_cast<const char*>(data), n);
 }
 extern "C" void png_no_flush(png_structp) {}
 
@@ -279,30 +259,30 @@ std::string encode_png(const std::vector<std::uint8_t>& pixels, int w, int h, co
                        const std::string& text) {
     const LibPng& lib = libpng();
     std::string out;
-    png_structp png = lib.create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
-    png_infop info = png ? lib.create_info_struct(png) : nullptr;
+    png_structp png = lib.png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+    png_infop info = png ? lib.png_create_info_struct(png) : nullptr;
     if (!info) {
-        lib.destroy_write_struct(&png, nullptr);
+        lib.png_destroy_write_struct(&png, nullptr);
         throw OutputError("cannot start the PNG encoder (out of memory?)");
     }
-    if (setjmp(*lib.set_longjmp_fn(png, longjmp, sizeof(jmp_buf)))) {  // png.h's png_jmpbuf(png)
-        lib.destroy_write_struct(&png, &info);
+    if (setjmp(*lib.png_set_longjmp_fn(png, longjmp, sizeof(jmp_buf)))) {  // png.h's png_jmpbuf(png)
+        lib.png_destroy_write_struct(&png, &info);
         throw OutputError("the PNG encoder failed");
     }
-    lib.set_write_fn(png, &out, png_append, png_no_flush);
-    lib.set_IHDR(png, info, png_uint_32(w), png_uint_32(h), 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+    lib.png_set_write_fn(png, &out, png_append, png_no_flush);
+    lib.png_set_IHDR(png, info, png_uint_32(w), png_uint_32(h), 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
     png_text chunk{};
     chunk.compression = PNG_TEXT_COMPRESSION_NONE;
     chunk.key = const_cast<char*>(key.c_str());
     chunk.text = const_cast<char*>(text.c_str());
     chunk.text_length = text.size();
-    lib.set_text(png, info, &chunk, 1);
-    lib.write_info(png, info);
+    lib.png_set_text(png, info, &chunk, 1);
+    lib.png_write_info(png, info);
     for (int y = 0; y < h; ++y)
-        lib.write_row(png, const_cast<png_bytep>(&pixels[std::size_t(y) * std::size_t(w) * 3]));
-    lib.write_end(png, nullptr);
-    lib.destroy_write_struct(&png, &info);
+        lib.png_write_row(png, const_cast<png_bytep>(&pixels[std::size_t(y) * std::size_t(w) * 3]));
+    lib.png_write_end(png, nullptr);
+    lib.png_destroy_write_struct(&png, &info);
     return out;
 }
 

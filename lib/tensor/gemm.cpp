@@ -26,38 +26,27 @@ blasint to_blas(std::size_t v) { return static_cast<blasint>(v); }
 //   OPENBLAS_CORETYPE: when OpenBLAS fell back to generic kernels on a CPU it does not know, and
 //     the CPU has AVX-512 or AVX2, it is unloaded and loaded again with the better core type.
 // A variable the user set is left alone.
+#define OPENBLAS_SYMBOLS(X)                                                                  \
+    X(cblas_sgemm) X(cblas_dgemm) X(openblas_set_num_threads) X(openblas_get_num_threads) \
+    X(openblas_get_corename) X(openblas_get_config)
 struct OpenBlas {
     void* handle = nullptr;
-    decltype(&cblas_sgemm) sgemm = nullptr;
-    decltype(&cblas_dgemm) dgemm = nullptr;
-    decltype(&openblas_set_num_threads) set_num_threads = nullptr;
-    decltype(&openblas_get_num_threads) get_num_threads = nullptr;
-    decltype(&openblas_get_corename) get_corename = nullptr;
-    decltype(&openblas_get_config) get_config = nullptr;
+    ATTNTRACE_SYMBOL_FIELDS(OPENBLAS_SYMBOLS)
     std::string replaced_core;  // the generic core OpenBLAS chose first, when it was replaced
 
     std::string core() const {
-        const char* name = get_corename();
+        const char* name = openblas_get_corename();
         return name ? name : "";
     }
 };
-
-template <class F>
-void bind(void* handle, F& fn, const char* name) {
-    bind_symbol<std::runtime_error>(handle, fn, name, "OpenBLAS");
-}
 
 // dlopen of the runtime library (its soname, else the one found at build time).
 OpenBlas open_blas() {
     OpenBlas blas;
     blas.handle = open_library("libopenblas.so.0", ATTNTRACE_OPENBLAS_LIBRARY);
     if (!blas.handle) throw std::runtime_error(std::string("cannot load OpenBLAS: ") + dlerror());
-    bind(blas.handle, blas.sgemm, "cblas_sgemm");
-    bind(blas.handle, blas.dgemm, "cblas_dgemm");
-    bind(blas.handle, blas.set_num_threads, "openblas_set_num_threads");
-    bind(blas.handle, blas.get_num_threads, "openblas_get_num_threads");
-    bind(blas.handle, blas.get_corename, "openblas_get_corename");
-    bind(blas.handle, blas.get_config, "openblas_get_config");
+    const std::string missing = ATTNTRACE_BIND_SYMBOLS(OPENBLAS_SYMBOLS, blas.handle, blas);
+    if (!missing.empty()) throw std::runtime_error("OpenBLAS has no symbol " + missing);
     return blas;
 }
 
@@ -101,7 +90,7 @@ const OpenBlas& blas() {
     static OpenBlas loaded;
     std::call_once(once, [] {
         loaded = load_blas();
-        if (const int threads = pending_threads.load()) loaded.set_num_threads(threads);
+        if (const int threads = pending_threads.load()) loaded.openblas_set_num_threads(threads);
         blas_loaded = true;
     });
     return loaded;
@@ -117,11 +106,11 @@ void scale_only(std::size_t m, std::size_t n, T beta, T* c, std::size_t ldc) {
 // The one BLAS routine per precision: cblas_sgemm for float, cblas_dgemm for double.
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, float alpha,
                const float* a, blasint lda, const float* b, blasint ldb, float beta, float* c, blasint ldc) {
-    blas().sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    blas().cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, double alpha,
                const double* a, blasint lda, const double* b, blasint ldb, double beta, double* c, blasint ldc) {
-    blas().dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    blas().cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 }  // namespace
 
@@ -164,11 +153,11 @@ template void gemm<double>(bool, bool, std::size_t, std::size_t, std::size_t, do
 void set_blas_threads(std::size_t threads) {
     if (threads == 0) return;
     pending_threads = static_cast<int>(threads);
-    if (blas_loaded) blas().set_num_threads(static_cast<int>(threads));
+    if (blas_loaded) blas().openblas_set_num_threads(static_cast<int>(threads));
 }
 
 std::size_t blas_threads() {
-    return blas_loaded ? static_cast<std::size_t>(blas().get_num_threads()) : std::size_t(pending_threads.load());
+    return blas_loaded ? static_cast<std::size_t>(blas().openblas_get_num_threads()) : std::size_t(pending_threads.load());
 }
 
 std::size_t available_cores() {
@@ -180,7 +169,7 @@ std::size_t available_cores() {
 std::string blas_core_name() { return blas().core(); }
 
 std::string blas_config() {
-    const char* config = blas().get_config();
+    const char* config = blas().openblas_get_config();
     return config ? config : "";
 }
 

@@ -23,3 +23,23 @@ void bind_symbol(void* handle, F& fn, const char* name, const std::string& what)
 }
 
 }  // namespace attntrace
+
+// A table of a library's functions, each named once. SYMBOLS(X) lists them as X(name); the table's
+// field NAME points to the function of that name:
+//   #define PNG_SYMBOLS(X) X(png_create_write_struct) X(png_write_row)
+//   struct LibPng { ATTNTRACE_SYMBOL_FIELDS(PNG_SYMBOLS) };
+//   const std::string missing = ATTNTRACE_BIND_SYMBOLS(PNG_SYMBOLS, handle, lib);  // "" when all bound
+#define ATTNTRACE_SYMBOL_FIELD(name) decltype(&::name) name = nullptr;
+#define ATTNTRACE_SYMBOL_FIELDS(SYMBOLS) SYMBOLS(ATTNTRACE_SYMBOL_FIELD)
+#define ATTNTRACE_BIND_SYMBOL(name)                                                                       \
+    attntrace_table_.name = reinterpret_cast<decltype(attntrace_table_.name)>(dlsym(attntrace_handle_, #name)); \
+    if (!attntrace_table_.name && attntrace_missing_.empty()) attntrace_missing_ = #name;
+// Binds every field of TABLE from HANDLE; the name of the first symbol the library lacks, or "".
+#define ATTNTRACE_BIND_SYMBOLS(SYMBOLS, handle, table)                                                   \
+    [&] {                                                                                               \
+        void* const attntrace_handle_ = (handle);                                                       \
+        auto& attntrace_table_ = (table);                                                               \
+        std::string attntrace_missing_;                                                                 \
+        SYMBOLS(ATTNTRACE_BIND_SYMBOL)                                                                  \
+        return attntrace_missing_;                                                                      \
+    }()
