@@ -23,8 +23,18 @@ bool all_ascii(std::string_view s) {
 
 char32_t ascii_lower(char32_t c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
 
+// Rust's char::to_lowercase when it is one character of the same UTF-8 length; U+0130 (two
+// characters) maps to a value no character has, so map_same_length refuses it.
+char32_t same_length_lower(char32_t c) {
+    if (c < 0x80) return ascii_lower(c);
+    if (c == 0x130) return 0xFFFFFFFF;
+    std::u32string one;
+    append_lowercase(one, c);
+    return one[0];
+}
+
 void lowercase(NormStr& s) {
-    if (all_ascii(s.text) && map_same_length(s, ascii_lower)) return;
+    if (map_same_length(s, all_ascii(s.text) ? ascii_lower : same_length_lower)) return;
     map_chars(s, [](char32_t c, std::u32string& out) { append_lowercase(out, c); });
 }
 
@@ -33,32 +43,40 @@ void lowercase(NormStr& s) {
 // alignments, a changed one is replaced as a whole (the library aligns inside it more finely).
 void unicode_normalize(NormStr& s, NormalForm f) {
     if (all_ascii(s.text)) return;
-    const std::string whole = normalize(s.text, f);
-    if (whole == s.text) return;
-    std::vector<std::pair<std::size_t, std::size_t>> chunks;
-    for (std::size_t i = 0, start = 0; i <= s.text.size();) {
-        if (i == s.text.size() || (i > start && is_normalization_boundary(static_cast<unsigned char>(s.text[i])))) {
-            chunks.emplace_back(start, i);
-            start = i;
-            if (i == s.text.size()) break;
+    std::vector<Change> changes;
+    changes.reserve(s.text.size());
+    bool any = false;
+    for (std::size_t start = 0; start < s.text.size();) {
+        std::size_t end = start + utf8_length(decode_utf8(s.text, start).first);
+        bool ascii = static_cast<unsigned char>(s.text[start]) < 0x80;
+        while (end < s.text.size() && !is_normalization_boundary(static_cast<unsigned char>(s.text[end])))
+            ascii = false, end += utf8_length(decode_utf8(s.text, end).first);
+        const std::string_view old = std::string_view(s.text).substr(start, end - start);
+        start = end;
+        const std::vector<Change> before = unchanged(old);
+        if (ascii || normalize(old, f) == old) {
+            changes.insert(changes.end(), before.begin(), before.end());
+            continue;
         }
-        i += utf8_length(decode_utf8(s.text, i).first);
+        std::vector<Change> now = unchanged(normalize(old, f));
+        for (std::size_t k = 0; k < now.size(); ++k) now[k].change = k < before.size() ? 0 : 1;
+        if (before.size() > now.size() && !now.empty()) now.back().change = -static_cast<int>(before.size() - now.size());
+        changes.insert(changes.end(), now.begin(), now.end());
+        any = true;
     }
-    for (auto c = chunks.rbegin(); c != chunks.rend(); ++c) {
-        const std::string_view old = std::string_view(s.text).substr(c->first, c->second - c->first);
-        const std::string now = normalize(old, f);
-        if (now == old) continue;
-        std::vector<Change> changes = unchanged(now);
-        const std::size_t old_chars = unchanged(old).size();
-        for (std::size_t k = 0; k < changes.size(); ++k) changes[k].change = k < old_chars ? 0 : 1;
-        if (old_chars > changes.size() && !changes.empty()) changes.back().change = -static_cast<int>(old_chars - changes.size());
-        transform(s, c->first, c->second, changes, changes.empty() ? old_chars : 0);
-    }
+    if (any) transform(s, 0, s.text.size(), changes);
 }
 
 void strip_accents(NormStr& s) {
     if (all_ascii(s.text)) return;
     unicode_normalize(s, NormalForm::nfd);
+    bool marks = false;
+    for (std::size_t i = 0; i < s.text.size() && !marks;) {
+        const auto [c, len] = decode_utf8(s.text, i);
+        marks = is_mark_nonspacing(c);
+        i += len;
+    }
+    if (!marks) return;
     map_chars(s, [](char32_t c, std::u32string& out) {
         if (!is_mark_nonspacing(c)) out += c;
     });
