@@ -1,4 +1,5 @@
 // The text and JSON forms of an Encoding (app/cmd_tokenize.cpp chooses one).
+#include <charconv>
 #include <cstdio>
 
 #include "attntrace/text/tokenizer.hpp"
@@ -60,17 +61,35 @@ void json_string(std::string& out, std::string_view s) {
 
 }  // namespace
 
+namespace {
+
+void append_number(std::string& out, std::size_t v) {
+    char buf[24];
+    out.append(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
+}
+
+}  // namespace
+
 std::string encoding_json(const Encoding& e) {
     std::string out = "{\"ids\": [";
-    for (std::size_t i = 0; i < e.ids.size(); ++i) out += (i ? ", " : "") + std::to_string(e.ids[i]);
+    out.reserve(e.ids.size() * 40);
+    for (std::size_t i = 0; i < e.ids.size(); ++i) {
+        if (i) out += ", ";
+        append_number(out, e.ids[i]);
+    }
     out += "], \"tokens\": [";
     for (std::size_t i = 0; i < e.tokens.size(); ++i) {
         if (i) out += ", ";
         json_string(out, e.tokens[i]);
     }
     out += "], \"offsets\": [";
-    for (std::size_t i = 0; i < e.offsets.size(); ++i)
-        out += (i ? ", [" : "[") + std::to_string(e.offsets[i].first) + ", " + std::to_string(e.offsets[i].second) + "]";
+    for (std::size_t i = 0; i < e.offsets.size(); ++i) {
+        out += i ? ", [" : "[";
+        append_number(out, e.offsets[i].first);
+        out += ", ";
+        append_number(out, e.offsets[i].second);
+        out += ']';
+    }
     out += "]}\n";
     return out;
 }

@@ -29,7 +29,7 @@ struct Tokenizer::Impl {
     bool clean_up_spaces = false;
 
     Impl(std::string f, FileBytes b) : file(std::move(f)), bytes(std::move(b)), doc(bytes.bytes(), file) {}
-    void encode_segment(const NormStr& segment, std::vector<Token>& out) const;
+    void encode_segment(NormStr segment, std::vector<Token>& out) const;
     void run_model(Pieces& pieces, std::vector<Token>& out) const;
 };
 
@@ -111,8 +111,7 @@ void Tokenizer::Impl::run_model(Pieces& pieces, std::vector<Token>& out) const {
 }
 
 // One stretch of the text between the added tokens matched in the raw text.
-void Tokenizer::Impl::encode_segment(const NormStr& raw, std::vector<Token>& out) const {
-    NormStr segment = raw;
+void Tokenizer::Impl::encode_segment(NormStr segment, std::vector<Token>& out) const {
     if (normalizer) normalizer->normalize(segment);
     for (const AddedTokens::Split& split : added.split(segment.text, true)) {
         if (split.token) {
@@ -121,7 +120,8 @@ void Tokenizer::Impl::encode_segment(const NormStr& raw, std::vector<Token>& out
             continue;
         }
         Pieces pieces;
-        pieces.strs.push_back(segment.slice(split.from, split.to));
+        const bool whole = split.from == 0 && split.to == segment.text.size();
+        pieces.strs.push_back(whole ? std::move(segment) : segment.slice(split.from, split.to));
         if (!pieces.strs[0].text.empty()) pieces.pieces.push_back({0, 0, static_cast<std::uint32_t>(pieces.strs[0].text.size())});
         if (pre_tokenizer) pre_tokenizer->pre_tokenize(pieces);
         run_model(pieces, out);
