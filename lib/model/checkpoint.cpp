@@ -14,6 +14,7 @@
 #include "attntrace/tensor/numbers.hpp"
 #include "checkpoint_files.hpp"
 #include "family.hpp"
+#include "model_tensors.hpp"
 
 namespace attntrace {
 
@@ -63,9 +64,7 @@ LayerConfig read_layer_config(const json& config, const std::string& source, std
     return c;
 }
 
-namespace {
-
-// The model's prefix ("transformer.", "model.", "" ...): what comes before STEM + ROLE in NAMES.
+// The model's prefix ("transformer.", "model.", "" ...): what comes before TAIL in NAMES.
 std::optional<std::string> find_prefix(const std::map<std::string, std::string>& names, const std::string& tail) {
     for (const auto& [name, file] : names) {
         if (name.size() < tail.size() || name.compare(name.size() - tail.size(), tail.size(), tail) != 0) continue;
@@ -75,9 +74,18 @@ std::optional<std::string> find_prefix(const std::map<std::string, std::string>&
     return std::nullopt;
 }
 
-}  // namespace
-
-namespace {
+StoredTensor resolve_tensor(CheckpointFiles& files, const std::string& dir, const std::string& prefix,
+                            const TensorSpec& spec) {
+    std::string name = prefix + spec.role;
+    if (!files.names().count(name) && !spec.alias.empty() && files.names().count(prefix + spec.alias))
+        name = prefix + spec.alias;
+    if (!files.names().count(name)) fail(dir, "missing tensor '" + name + "' " + spec.formula);
+    const SafetensorsIndex::Tensor& t = files.meta(name);
+    if (t.shape != spec.shape)
+        throw ShapeError(dir + ": " + name + " has shape " + shape_string(t.shape) + " but config.json gives " +
+                         spec.formula + " = " + shape_string(spec.shape));
+    return {spec.role, name, files.names().at(name), t.dtype, t.shape};
+}
 
 json read_config(const std::string& dir) {
     const std::string config_path = (fs::path(dir) / "config.json").string();
@@ -103,17 +111,11 @@ CheckpointLayer resolve_layer(const std::string& dir, const json& config, std::s
     if (!prefix)
         fail(dir, "no tensor '" + stem + specs.front().role + "' (with any prefix) for layer " + std::to_string(layer) +
                       " of this " + out.config.model_type + " checkpoint");
-    for (const TensorSpec& spec : specs) {
-        const std::string name = *prefix + stem + spec.role;
-        if (!out.files->names().count(name)) fail(dir, "missing tensor '" + name + "' " + spec.formula);
-        const SafetensorsIndex::Tensor& t = out.files->meta(name);
-        if (t.shape != spec.shape)
-            throw ShapeError(dir + ": " + name + " has shape " + shape_string(t.shape) + " but config.json gives " +
-                             spec.formula + " = " + shape_string(spec.shape));
-        out.tensors.push_back({spec.role, name, out.files->names().at(name), t.dtype, t.shape});
-    }
+    for (const TensorSpec& spec : specs) out.tensors.push_back(resolve_tensor(*out.files, dir, *prefix + stem, spec));
     return out;
 }
+
+namespace {
 
 const char* norm_name(NormKind n) {
     switch (n) {
@@ -279,6 +281,7 @@ void put(LayerWeights<T>& w, Canonical param, Array<T> a) {
     case Canonical::norm_bias: w.norm_bias = std::move(a); return;
     case Canonical::q_norm: w.q_norm = std::move(a); return;
     case Canonical::k_norm: w.k_norm = std::move(a); return;
+    default: return;  // not an attention parameter (attention_tensors never feeds one)
     }
 }
 

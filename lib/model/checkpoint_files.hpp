@@ -32,6 +32,13 @@ public:
         return out;
     }
 
+    // Rows [R0, R1) of NAME converted to T into OUT: a block of an embedding table or LM head.
+    template <class T>
+    void read_rows(const std::string& name, std::size_t r0, std::size_t r1, T* out) {
+        const Shard& s = shard(name);
+        read_safetensors_rows<T>(s.bytes.bytes(), s.index, name, r0, r1, out, &s.bytes);
+    }
+
 private:
     struct Shard {
         FileBytes bytes;
