@@ -313,12 +313,14 @@ ForwardResult<T> forward(const Model& model, const std::vector<std::uint32_t>& i
     Activations<T> a(m, ids.size(), thread_count(options.threads));
     embed(model, ids, a);
     observer.hidden_state(0, a.x.data(), a.l, a.e);
+    BlockWeights<T> w;  // one block at a time, each read into the previous one's arrays
     for (std::size_t n = 0; n < layers; ++n) {
-        const BlockWeights<T> w = load_block<T>(*model.tensors, n);
+        load_block(*model.tensors, n, w);
         block(m, w, n, a, options, observer);
         if (n + 1 == m.layers.size()) final_norm(model, a);
         observer.hidden_state(n + 1, a.x.data(), a.l, a.e);
     }
+    w = {};  // the head's blocks take its place
     ForwardResult<T> result;
     result.layers_run = layers;
     if (need_head) result.logits = logits(model, a, options);

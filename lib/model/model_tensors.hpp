@@ -81,8 +81,10 @@ struct BlockWeights {
     Linear<T> fc_out;                                        // (E, I)
 };
 
+// Layer N's block into W, each array of W reused when it has the shape needed (the previous
+// layer's: its pages are present, so nothing is faulted in and zeroed again).
 template <class T>
-BlockWeights<T> load_block(const ModelTensors& tensors, std::size_t layer);
+void load_block(const ModelTensors& tensors, std::size_t layer, BlockWeights<T>& w);
 
 // A small tensor (a norm's weight) of LIST feeding WHAT, or nullopt when the list has none.
 template <class T>
