@@ -183,14 +183,19 @@ std::vector<Prediction> predictions(const ModelSession& s, const Array<T>& logit
 }
 
 // The tokens the tokenizer's post-processor puts before a text (BOS, [CLS]), else config.json's
-// bos_token_id, else none; none with --no-special-tokens.
+// bos_token_id (GPT-2's <|endoftext|>, as TransformerLens prepends it), else none; none with
+// --no-special-tokens.
 std::vector<std::uint32_t> induction_prefix(const ModelSession& s) {
     if (s.flags.no_special) return {};
-    if (!s.tokenizer) return s.model.config.bos_token_id ? std::vector{*s.model.config.bos_token_id} : std::vector<std::uint32_t>{};
-    const std::vector<std::uint32_t> with = s.tokenizer->encode("a", true, "induction").ids;
-    const std::vector<std::uint32_t> without = s.tokenizer->encode("a", false, "induction").ids;
-    const auto at = std::search(with.begin(), with.end(), without.begin(), without.end());
-    return {with.begin(), at == with.end() ? with.begin() : at};
+    std::vector<std::uint32_t> prefix;
+    if (s.tokenizer) {
+        const std::vector<std::uint32_t> with = s.tokenizer->encode("a", true, "induction").ids;
+        const std::vector<std::uint32_t> without = s.tokenizer->encode("a", false, "induction").ids;
+        const auto at = std::search(with.begin(), with.end(), without.begin(), without.end());
+        prefix.assign(with.begin(), at == with.end() ? with.begin() : at);
+    }
+    if (prefix.empty() && s.model.config.bos_token_id) prefix.push_back(*s.model.config.bos_token_id);
+    return prefix;
 }
 
 // --induction N: the extra run on PREFIX + R + R, scoring the kept layers' heads.
