@@ -22,7 +22,8 @@ namespace fs = std::filesystem;
 
 std::vector<std::uint32_t> read_ids(const std::string& value) {
     std::vector<std::uint32_t> ids;
-    if (value.ends_with(".npy") || fs::is_regular_file(value)) {
+    std::error_code ec;  // a long comma list is no file name: no exception for ENAMETOOLONG
+    if (value.ends_with(".npy") || fs::is_regular_file(value, ec)) {
         const LoadedTensor<double> t = load_tensor<double>(value);
         if (is_float(t.source.dtype) || t.array.dimension() != 1)
             throw InputError(value + ": ids must be a 1-D integer array, not " + std::string(dtype_name(t.source.dtype)) +
@@ -68,7 +69,8 @@ Sequence sequence_from_text(const Tokenizer& tokenizer, std::string_view text, b
 ModelSession open_session(const ModelFlags& f, bool text_needed) {
     ModelSession s{f, open_model(f.model), std::nullopt, {}, 0};
     const ModelConfig& m = s.model.config;
-    if (text_needed || fs::exists(fs::path(f.model) / "tokenizer.json")) s.tokenizer = Tokenizer::load(f.model);
+    std::error_code ec;
+    if (text_needed || fs::exists(fs::path(f.model) / "tokenizer.json", ec)) s.tokenizer = Tokenizer::load(f.model);
     s.kept = naming_flags({{"layers", "--layers"}}, [&] { return parse_layer_spec(f.layers, m.layers.size()); });
     s.top = f.top.value_or(m.causal() ? 5 : 0);
     if (!s.model.has_head() && (s.top > 0 || !f.logits.empty()))
