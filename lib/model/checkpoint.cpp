@@ -13,6 +13,7 @@
 #include "attntrace/io/file_bytes.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/tensor/numbers.hpp"
+#include "attntrace/tensor/threads.hpp"
 #include "checkpoint_files.hpp"
 #include "family.hpp"
 #include "model_tensors.hpp"
@@ -314,8 +315,11 @@ void load_layer_weights(const CheckpointLayer& layer, LayerWeights<T>& w) {
                 continue;
             }
             const Array<T> a = layer.files->template read<T>(stored->name);
-            for (std::size_t i = 0; i < spec.feeds.size(); ++i)
-                part_into(a, spec, i, layer.config, slot(w, spec.feeds[i], part_shape(stored->shape, spec)));
+            std::vector<T*> parts;
+            for (const Canonical param : spec.feeds) parts.push_back(slot(w, param, part_shape(stored->shape, spec)));
+            parallel_for(parts.size(), read_threads(), [&](std::size_t i, std::size_t) {
+                part_into(a, spec, i, layer.config, parts[i]);  // q, k and v on the read workers
+            });
         }
 }
 

@@ -67,23 +67,6 @@ void product(const T* x, std::size_t r0, std::size_t r1, std::size_t c0, std::si
             y + r0 * ldy + c0, ldy);
 }
 
-// Calls WORK(r0, r1, c0, c1) for blocks of a (ROWS, COLS) product over the threads: blocks of
-// columns, so each worker packs only its share of the weight (the larger operand), or blocks of
-// rows when the rows outnumber the columns.
-template <class Work>
-void split_product(std::size_t rows, std::size_t cols, std::size_t threads, Work&& work) {
-    const bool by_rows = rows > cols;
-    const std::size_t span = by_rows ? rows : cols, align = by_rows ? 16 : 64;
-    const std::size_t blocks = std::max<std::size_t>(1, std::min(threads, span / align));
-    const std::size_t per = ((span + blocks - 1) / blocks + align - 1) / align * align;
-    parallel_for(blocks, blocks, [&](std::size_t b, std::size_t) {
-        const std::size_t a0 = std::min(span, b * per), a1 = std::min(span, a0 + per);
-        if (a0 == a1) return;
-        if (by_rows) return work(a0, a1, std::size_t{0}, cols);
-        work(std::size_t{0}, rows, a0, a1);
-    });
-}
-
 // Y (rows, out) at LDY := X · Wᵀ + b + beta · Y.
 template <class T>
 void linear(const T* x, std::size_t rows, const Linear<T>& w, T* y, std::size_t ldy, T beta, std::size_t threads) {
