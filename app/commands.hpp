@@ -39,3 +39,5 @@ void setup_sdpa(CLI::App& app);
 void setup_mha(CLI::App& app);
 void setup_rollout(CLI::App& app);
 void setup_check(CLI::App& app);
+void setup_tokenize(CLI::App& app);
+void setup_model(CLI::App& app);
