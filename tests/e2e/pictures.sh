@@ -123,6 +123,21 @@ PY
 $PF svg "$W/r.svg" > "$W/r.json" || fail "rollout SVG"
 "$PYTHON" -c 'import json,sys; s=json.load(open(sys.argv[1])); assert [p["head"] for p in s["panels"]] == [0], s["panels"]' "$W/r.json" || fail "rollout panels"
 
+# The colour scale: the legend names it in every picture; row is the default; a bad name is exit 2
+# naming the flag (--picture-scale for sdpa and mha, whose --scale is the softmax's; --scale for rollout).
+run 0 "${SDPA[@]}" --trace none --plot "$W/row.svg"
+grep -q '<text class="scale-name"[^>]*>row scale</text>' "$W/row.svg" || fail "the SVG's colour bar does not name the row scale"
+grep -q '<text class="legend"[^>]*>colour scale: row (each row from 0 to its own maximum)</text>' "$W/row.svg" || fail "the SVG's legend"
+run 0 "${SDPA[@]}" --trace none --plot "$W/log.svg" --picture-scale log --heatmap
+grep -q '<text class="scale-name"[^>]*>log scale</text>' "$W/log.svg" || fail "the SVG's colour bar does not name the log scale"
+grep -q '^scale: log from ' "$W/out" || fail "the heatmap does not name the log scale: $(grep scale: "$W/out")"
+run 0 "$A" rollout "$W/w0.npy" "$W/w1.npy" --heatmap --scale linear
+grep -q '^scale: linear from 0 to ' "$W/out" || fail "rollout --scale linear"
+usage_error "${SDPA[@]}" --plot "$W/p.png" --picture-scale sqrt
+error_line "--picture-scale: 'sqrt' is not a colour scale; use linear, row or log"
+usage_error "${SDPA[@]}" --picture-scale log
+error_line "--picture-scale: a colour scale needs --heatmap, --plot or --report"
+
 # Errors: exit 2 for flags, 3 for files that do not fit.
 usage_error "${SDPA[@]}" --plot "$W/p.jpg"
 error_line "--plot" ".png or .svg"
