@@ -1,5 +1,7 @@
 // Normalizers (the library's normalizers/): BertNormalizer, NFC/NFD/NFKC/NFKD, Lowercase,
 // StripAccents, Strip, Prepend, Replace, Sequence.
+#include <algorithm>
+
 #include "attntrace/tensor/errors.hpp"
 #include "components.hpp"
 
@@ -38,12 +40,79 @@ void lowercase(NormStr& s) {
     map_chars(s, [](char32_t c, std::u32string& out) { append_lowercase(out, c); });
 }
 
-// The text in normal form F, realigned chunk by chunk: a chunk runs from one character below
-// U+0300 (which nothing before it can combine with) to the next; an unchanged chunk keeps its
-// alignments, a changed one is replaced as a whole (the library aligns inside it more finely).
+// The library's decomposition (unicode-normalization-alignments, which NormalizedString::nfd and
+// friends use): each character's full decomposition, its first character replacing it (change 0),
+// the rest inserted (1); each run of non-starters then stably sorted by combining class, the changes
+// travelling with their characters.
+void decompose_aligned(std::string_view s, bool compat, std::vector<Change>& out) {
+    struct Item {
+        int ccc;
+        Change change;
+    };
+    std::vector<Item> items;
+    std::size_t ready = 0;  // items before this are in canonical order
+    auto sort_pending = [&] {
+        std::stable_sort(items.begin() + static_cast<std::ptrdiff_t>(ready), items.end(),
+                         [](const Item& a, const Item& b) { return a.ccc < b.ccc; });
+        ready = items.size();
+    };
+    std::u32string parts;
+    for (std::size_t i = 0; i < s.size();) {
+        const auto [c, len] = decode_utf8(s, i);
+        i += len;
+        parts.clear();
+        decompose_char(c, compat, parts);
+        for (std::size_t k = 0; k < parts.size(); ++k) {
+            const int ccc = combining_class(parts[k]);
+            if (ccc == 0) sort_pending();
+            items.push_back({ccc, {parts[k], k == 0 ? 0 : 1}});
+        }
+    }
+    sort_pending();
+    for (const Item& it : items) out.push_back(it.change);
+}
+
+// The library's canonical composition of decomposed characters (its Recompositions iterator): a
+// composite takes the changes of what it joins, minus one.
+void recompose_aligned(const std::vector<Change>& in, std::vector<Change>& out) {
+    std::optional<Change> composee;
+    std::vector<Change> blocked;  // non-starters that did not compose, emitted after the composee
+    int last_ccc = 0;             // the combining class of blocked.back()
+    for (const Change& ch : in) {
+        const int ccc = combining_class(ch.c);
+        if (!composee) {
+            if (ccc != 0) out.push_back(ch);
+            else composee = ch;
+            continue;
+        }
+        const bool is_blocked = !blocked.empty() && last_ccc >= ccc;
+        if (!is_blocked)
+            if (const char32_t r = compose_pair(composee->c, ch.c)) {
+                composee = Change{r, composee->change + ch.change - 1};
+                continue;
+            }
+        if (ccc == 0) {
+            out.push_back(*composee);
+            out.insert(out.end(), blocked.begin(), blocked.end());
+            blocked.clear();
+            composee = ch;
+            continue;
+        }
+        blocked.push_back(ch);
+        last_ccc = ccc;
+    }
+    if (composee) out.push_back(*composee);
+    out.insert(out.end(), blocked.begin(), blocked.end());
+}
+
+// The text in normal form F with the library's alignments. Chunks that run from one character below
+// U+0300 (nothing before it can combine with or reorder around it) to the next are normalized
+// independently; a chunk already in form F keeps its characters unchanged.
 void unicode_normalize(NormStr& s, NormalForm f) {
     if (all_ascii(s.text)) return;
-    std::vector<Change> changes;
+    const bool compat = f == NormalForm::nfkc || f == NormalForm::nfkd;
+    const bool compose = f == NormalForm::nfc || f == NormalForm::nfkc;
+    std::vector<Change> changes, decomposed;
     changes.reserve(s.text.size());
     bool any = false;
     for (std::size_t start = 0; start < s.text.size();) {
@@ -53,15 +122,14 @@ void unicode_normalize(NormStr& s, NormalForm f) {
             ascii = false, end += utf8_length(decode_utf8(s.text, end).first);
         const std::string_view old = std::string_view(s.text).substr(start, end - start);
         start = end;
-        const std::vector<Change> before = unchanged(old);
         if (ascii || normalize(old, f) == old) {
-            changes.insert(changes.end(), before.begin(), before.end());
+            const std::vector<Change> same = unchanged(old);
+            changes.insert(changes.end(), same.begin(), same.end());
             continue;
         }
-        std::vector<Change> now = unchanged(normalize(old, f));
-        for (std::size_t k = 0; k < now.size(); ++k) now[k].change = k < before.size() ? 0 : 1;
-        if (before.size() > now.size() && !now.empty()) now.back().change = -static_cast<int>(before.size() - now.size());
-        changes.insert(changes.end(), now.begin(), now.end());
+        decomposed.clear();
+        decompose_aligned(old, compat, compose ? decomposed : changes);
+        if (compose) recompose_aligned(decomposed, changes);
         any = true;
     }
     if (any) transform(s, 0, s.text.size(), changes);
@@ -149,8 +217,8 @@ struct StripAccents final : Normalizer {
 
 struct Strip final : Normalizer {
     bool left, right;
-    explicit Strip(Json n) : left(n.get("left").is_null() || n.get("left").boolean("left")),
-                             right(n.get("right").is_null() || n.get("right").boolean("right")) {}
+    explicit Strip(Json n) : left(n.get("strip_left").boolean("normalizer.strip_left")),
+                             right(n.get("strip_right").boolean("normalizer.strip_right")) {}
     void normalize(NormStr& s) const override {
         std::size_t from = 0, to = s.text.size();
         if (right)

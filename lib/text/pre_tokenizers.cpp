@@ -61,7 +61,11 @@ struct ByteLevel final : PreTokenizer {
     void pre_tokenize(Pieces& p) const override {
         if (add_prefix_space)
             for (Piece& piece : p.pieces)
-                if (p.text(piece)[0] != ' ') prepend(p.own(piece), " ");
+                if (p.text(piece)[0] != ' ') {
+                    NormStr& own = p.own(piece);
+                    prepend(own, " ");
+                    piece.end = static_cast<std::uint32_t>(own.text.size());
+                }
         if (regex) split_each(p, Behavior::isolated, false, [&](std::string_view s, Ranges& m) { regex->find_all(s, m); });
         p.byte_level = true;
     }
@@ -134,7 +138,7 @@ struct Digits final : PreTokenizer {
     explicit Digits(Json n) : individual(!n.get("individual_digits").is_null() && n.get("individual_digits").boolean("individual_digits")) {}
     void pre_tokenize(Pieces& p) const override {
         split_each(p, individual ? Behavior::isolated : Behavior::contiguous, false, [](std::string_view s, Ranges& m) {
-            char_matches(s, m, [](char32_t c) { return c < 0x80 ? (c >= '0' && c <= '9') : category(c) == Category::Nd; });
+            char_matches(s, m, is_numeric);
         });
     }
 };

@@ -154,7 +154,7 @@ std::string Tokenizer::decode(const std::vector<std::uint32_t>& ids) const {
     std::vector<std::string> tokens;
     for (std::uint32_t id : ids) {
         const auto t = impl_->vocab.token(id);
-        if (!t) throw InputError("--decode: id " + std::to_string(id) + " is not in " + impl_->file + " (ids 0 to " +
+        if (!t) throw InputError("decode: id " + std::to_string(id) + " is not in " + impl_->file + " (ids 0 to " +
                                  std::to_string(vocab_size() - 1) + ")");
         tokens.emplace_back(*t);
     }

@@ -19,6 +19,9 @@ struct Utf8proc {
     decltype(&utf8proc_category) category = nullptr;
     decltype(&utf8proc_tolower) tolower = nullptr;
     decltype(&utf8proc_map) map = nullptr;
+    decltype(&utf8proc_decompose_char) decompose_char = nullptr;
+    decltype(&utf8proc_get_property) property = nullptr;
+    decltype(&utf8proc_normalize_utf32) normalize_utf32 = nullptr;
 };
 
 struct Pcre2 {
@@ -48,6 +51,9 @@ const Utf8proc& utf8proc() {
         bind_symbol<InputError>(h, l.category, "utf8proc_category", "libutf8proc");
         bind_symbol<InputError>(h, l.tolower, "utf8proc_tolower", "libutf8proc");
         bind_symbol<InputError>(h, l.map, "utf8proc_map", "libutf8proc");
+        bind_symbol<InputError>(h, l.decompose_char, "utf8proc_decompose_char", "libutf8proc");
+        bind_symbol<InputError>(h, l.property, "utf8proc_get_property", "libutf8proc");
+        bind_symbol<InputError>(h, l.normalize_utf32, "utf8proc_normalize_utf32", "libutf8proc");
         return l;
     }();
     return lib;
@@ -138,6 +144,12 @@ bool is_punctuation(char32_t c) {
     return k >= Category::Pc && k <= Category::Po;
 }
 
+bool is_numeric(char32_t c) {
+    if (c < 0x80) return c >= '0' && c <= '9';
+    const Category k = category(c);
+    return k >= Category::Nd && k <= Category::No;
+}
+
 bool is_other(char32_t c) {
     const Category k = category(c);
     return k == Category::Cn || k >= Category::Cc;
@@ -176,6 +188,27 @@ std::string normalize(std::string_view s, NormalForm f) {
     std::string result(reinterpret_cast<const char*>(out), static_cast<std::size_t>(n));
     std::free(out);
     return result;
+}
+
+void decompose_char(char32_t c, bool compat, std::u32string& out) {
+    utf8proc_int32_t buf[32];
+    int boundclass = 0;
+    const int options = UTF8PROC_DECOMPOSE | (compat ? UTF8PROC_COMPAT : 0);
+    const utf8proc_ssize_t n = utf8proc().decompose_char(static_cast<utf8proc_int32_t>(c), buf, 32,
+                                                         static_cast<utf8proc_option_t>(options), &boundclass);
+    if (n < 0 || n > 32) throw InputError("tokenizer: utf8proc cannot decompose U+" + std::to_string(c));
+    for (utf8proc_ssize_t i = 0; i < n; ++i) out += static_cast<char32_t>(buf[i]);
+}
+
+int combining_class(char32_t c) {
+    if (c < 0x300) return 0;
+    return utf8proc().property(static_cast<utf8proc_int32_t>(c))->combining_class;
+}
+
+char32_t compose_pair(char32_t a, char32_t b) {
+    utf8proc_int32_t buf[2] = {static_cast<utf8proc_int32_t>(a), static_cast<utf8proc_int32_t>(b)};
+    const utf8proc_ssize_t n = utf8proc().normalize_utf32(buf, 2, UTF8PROC_COMPOSE);
+    return n == 1 ? static_cast<char32_t>(buf[0]) : 0;
 }
 
 std::string translate_regex(std::string_view onig) {

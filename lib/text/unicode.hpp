@@ -36,6 +36,7 @@ enum class Category : int { Cn = 0, Lu, Ll, Lt, Lm, Lo, Mn, Mc, Me, Nd, Nl, No, 
 Category category(char32_t c);
 bool is_whitespace(char32_t c) noexcept;  // Rust's char::is_whitespace: the White_Space property
 bool is_punctuation(char32_t c);          // P*, as Rust's unicode_categories is_punctuation
+bool is_numeric(char32_t c);             // Nd, Nl, No: Rust's char::is_numeric
 bool is_other(char32_t c);                // C*: Cc Cf Cn Co Cs
 bool is_mark_nonspacing(char32_t c);      // Mn
 bool is_word_char(char32_t c);            // \w of Rust's regex crate: L, M, Nd, Nl, Pc, ZWJ/ZWNJ
@@ -45,6 +46,12 @@ void append_lowercase(std::u32string& out, char32_t c);
 enum class NormalForm { nfc, nfd, nfkc, nfkd };
 // S in form F (S valid UTF-8).
 std::string normalize(std::string_view s, NormalForm f);
+// C's full canonical (or, with COMPAT, compatibility) decomposition, appended to OUT, not reordered.
+void decompose_char(char32_t c, bool compat, std::u32string& out);
+// C's canonical combining class (0 for a starter).
+int combining_class(char32_t c);
+// The primary composite of A followed by B, 0 when they do not compose.
+char32_t compose_pair(char32_t a, char32_t b);
 // Whether the normalization of S cannot change anything across a boundary before S[i]: S[i] is
 // below U+0300, the first code point that can compose with or reorder around what precedes it.
 inline bool is_normalization_boundary(unsigned char b) noexcept { return b < 0xCC; }

@@ -32,7 +32,8 @@ public:
     // post-processor adds them). Throws InputError "SOURCE: invalid UTF-8 at byte N".
     Encoding encode(std::string_view text, bool add_special_tokens, const std::string& source) const;
 
-    // What transformers' tokenizer.decode(IDS) returns. Throws InputError for an id out of range.
+    // What transformers' tokenizer.decode(IDS) returns. Throws InputError "decode: id N is not in
+    // FILE (ids 0 to M)" for an id out of range.
     std::string decode(const std::vector<std::uint32_t>& ids) const;
 
     std::size_t vocab_size() const;        // model vocabulary and added tokens: ids [0, vocab_size)
