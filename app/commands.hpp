@@ -39,3 +39,4 @@ void setup_sdpa(CLI::App& app);
 void setup_mha(CLI::App& app);
 void setup_rollout(CLI::App& app);
 void setup_check(CLI::App& app);
+void setup_tokenize(CLI::App& app);

@@ -482,6 +482,64 @@ def sweep(bench, threads, ceilings):
     return rows, "\n".join(table)
 
 
+# ---- tokenizers: attntrace tokenize (whole process) against @huggingface/tokenizers (warm encode) --
+TOKENIZER_TEXTS = {
+    # English: the project's own prose, repeated to 1 MB (the word cache sees repeats, as on any corpus).
+    "English": lambda: "".join(open(p, encoding="utf-8").read() for p in
+                                [os.path.join(ROOT, "README.md")] + sorted(glob_docs())),
+    # Mixed scripts: the hostile corpus (Latin with accents, Cyrillic, Greek, CJK, Arabic, Hebrew,
+    # Devanagari, Thai, Khmer, emoji), repeated to 1 MB.
+    "mixed scripts": lambda: " ".join(json.load(open(os.path.join(ROOT, "tests/fixtures/tokenizers/hostile/texts.json"),
+                                                     encoding="utf-8"))),
+}
+
+
+def glob_docs():
+    docs = os.path.join(ROOT, "docs")
+    return [os.path.join(docs, f) for f in os.listdir(docs) if f.endswith(".md")]
+
+
+def tokenizer_bench(build, work, reps):
+    """MB/s and tokens/s on 1 MB texts: attntrace tokenize as a whole process (reading tokenizer.json
+    included) against @huggingface/tokenizers' warm encode in node, one thread each."""
+    import lzma
+    node_dir = os.path.join(build, "tokenizer_reference")
+    have_node = shutil.which("node") and os.path.isdir(os.path.join(node_dir, "node_modules", "@huggingface", "tokenizers"))
+    rows = []
+    for name in ["gpt2", "bert-base-uncased"]:
+        folder = os.path.join(work, "tok_" + name)
+        os.makedirs(folder, exist_ok=True)
+        src = os.path.join(ROOT, "tests/fixtures/tokenizers", name)
+        with lzma.open(os.path.join(src, "tokenizer.json.xz")) as f, open(os.path.join(folder, "tokenizer.json"), "wb") as g:
+            g.write(f.read())
+        for label, make in TOKENIZER_TEXTS.items():
+            unit = make().encode("utf-8")
+            data = (unit * (1_000_000 // len(unit) + 1))[:1_000_000].decode("utf-8", "ignore").encode("utf-8")
+            text = os.path.join(work, "tok_text.txt")
+            open(text, "wb").write(data)
+            cmd = [os.path.join(build, "attntrace"), "tokenize", folder, "--text-file", text, "--format", "json"]
+            times = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                out = subprocess.run(cmd, capture_output=True, check=True).stdout
+                times.append(time.perf_counter() - t0)
+            ours, tokens = statistics.median(times), len(json.loads(out)["ids"])
+            node = None
+            if have_node:
+                r = subprocess.run(["node", os.path.join(ROOT, "tests/bench/tokenizer_node.mjs"), folder, text], capture_output=True,
+                                   text=True, env=dict(os.environ, NODE_PATH=os.path.join(node_dir, "node_modules")))
+                node = json.loads(r.stdout)["seconds"] if r.returncode == 0 else None
+            rows.append((name, label, len(data), tokens, ours, node))
+    print("tokenizers (1 MB, one thread; attntrace: whole process incl. reading tokenizer.json; node: warm encode alone):")
+    print(f"  {'tokenizer':18} {'text':14} {'tokens':>8} {'attntrace MB/s':>15} {'tokens/s':>10} {'node MB/s':>10} {'tokens/s':>10} {'ratio':>6}")
+    for name, label, size, tokens, ours, node in rows:
+        nd = f"{size / node / 1e6:10.2f} {tokens / node:10.0f} {node / ours:5.1f}x" if node else f"{'-':>10} {'-':>10} {'-':>6}"
+        print(f"  {name:18} {label:14} {tokens:8d} {size / ours / 1e6:15.2f} {tokens / ours:10.0f} {nd}")
+    if not have_node:
+        print(f"  (node side skipped: npm install --prefix {node_dir} @huggingface/tokenizers@0.2.0)")
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  epilog="Details: the docstring at the top of tests/bench/bench.py.")
@@ -494,6 +552,7 @@ def main():
                     help="the interpreter whose PyTorch is the reference (default: /usr/bin/python3)")
     ap.add_argument("--reps", type=int, default=5, help="runs per measurement; the median is reported (default: 5)")
     ap.add_argument("--quick", action="store_true", help="no scaling sweep")
+    ap.add_argument("--tokenizers-only", action="store_true", help="only the tokenizer section (attntrace tokenize vs node)")
     ap.add_argument("--skip-long", action="store_true", help="skip L=32768 (and L > 8192 in the sweep)")
     ap.add_argument("--json", help="also write the results JSON here (always written into the work folder)")
     ap.add_argument("--markdown", help="also write the Markdown table here")
@@ -505,6 +564,9 @@ def main():
     if not threads:
         sys.exit(f"--threads {args.threads}: none fits this machine's {cores} CPUs")
     work = tempfile.mkdtemp(prefix="attntrace-bench-")
+    if args.tokenizers_only:
+        tokenizer_bench(args.build, work, args.reps)
+        return
     bench = Bench(args, work)
     print(f"OpenBLAS chose {bench.core} kernels" + (f"; attntrace uses {bench.better}" if bench.better != "-" else ""))
     print(f"PyTorch: {bench.torch_version} (BLAS_INFO={bench.torch_blas}) from {args.python}" if bench.torch_version
@@ -543,6 +605,7 @@ def main():
     for path in [os.path.join(work, "results.json")] + ([args.json] if args.json else []):
         with open(path, "w") as f:
             json.dump(result, f, indent=1)
+    tokenizer_bench(args.build, work, args.reps)
     print(f"results: {os.path.join(work, 'results.json')}")
     if bench.wrong:
         sys.exit("WRONG RESULTS (the times above compare different computations):\n" + "\n".join(bench.wrong))

@@ -1,0 +1,95 @@
+// attntrace tokenize MODEL (--text S | --text-file F | -) [--no-special-tokens] [--format text|json]
+// attntrace tokenize MODEL --decode IDS: a checkpoint's own tokenizer, from its tokenizer.json.
+#include <charconv>
+#include <iostream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "attntrace/io/file_bytes.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/text/tokenizer.hpp"
+#include "commands.hpp"
+#include "flag_parsing.hpp"
+
+namespace {
+
+struct TokenizeOptions {
+    std::string model;
+    std::string stdin_marker;      // "-": the text is stdin
+    std::string text;
+    std::string text_file;
+    std::string decode;
+    bool text_given = false;
+    bool no_special = false;
+    std::string format = "text";
+};
+
+// --decode's ids: "15496,995".
+std::vector<std::uint32_t> parse_ids(const std::string& list) {
+    std::vector<std::uint32_t> ids;
+    std::size_t at = 0;
+    while (at <= list.size()) {
+        const std::size_t comma = std::min(list.find(',', at), list.size());
+        const std::string item = list.substr(at, comma - at);
+        std::uint32_t id = 0;
+        const auto r = std::from_chars(item.data(), item.data() + item.size(), id);
+        if (item.empty() || r.ec != std::errc() || r.ptr != item.data() + item.size())
+            throw attntrace::UsageError("--decode: \"" + item + "\" is not a token id (expected ids like 15496,995)");
+        ids.push_back(id);
+        at = comma + 1;
+    }
+    return ids;
+}
+
+// The text to tokenize and its name for messages.
+std::pair<std::string, std::string> read_text(const TokenizeOptions& opt) {
+    if (opt.text_given) return {opt.text, "--text"};
+    const std::string file = opt.stdin_marker.empty() ? opt.text_file : "-";
+    if (file == "-") {
+        std::string all{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+        if (std::cin.bad()) throw attntrace::InputError("stdin: read failed");
+        return {all, "stdin"};
+    }
+    const auto bytes = attntrace::FileBytes::open(file);
+    return {std::string(bytes.bytes()), file};
+}
+
+void run_tokenize(const TokenizeOptions& opt) {
+    const int sources = int(opt.text_given) + int(!opt.text_file.empty()) + int(!opt.stdin_marker.empty()) + int(!opt.decode.empty());
+    if (sources != 1)
+        throw attntrace::UsageError("tokenize: give exactly one of --text S, --text-file F, - (stdin) or --decode IDS");
+    if (!opt.stdin_marker.empty() && opt.stdin_marker != "-")
+        throw attntrace::UsageError("tokenize: unexpected argument \"" + opt.stdin_marker + "\" (- reads the text from stdin)");
+    const auto tokenizer = attntrace::Tokenizer::load(opt.model);
+    if (!opt.decode.empty()) {
+        std::cout << tokenizer.decode(parse_ids(opt.decode)) << '\n';
+        return;
+    }
+    const auto [text, source] = read_text(opt);
+    const attntrace::Encoding e = tokenizer.encode(text, !opt.no_special, source);
+    std::cout << (opt.format == "json" ? attntrace::encoding_json(e) : attntrace::encoding_text(e, text));
+}
+
+}  // namespace
+
+void setup_tokenize(CLI::App& app) {
+    auto [opt, cmd] = add_command<TokenizeOptions>(app, "tokenize", "A checkpoint's own tokenizer (tokenizer.json): text to ids, ids to text", run_tokenize,
+                                                      {{"decode: id", "--decode: id"}});
+    cmd->add_option("MODEL", opt->model, "a checkpoint folder holding tokenizer.json, or a tokenizer.json")->required();
+    cmd->add_option("STDIN", opt->stdin_marker, "- : read the text from stdin");
+    cmd->add_option("--text", opt->text, "the text to tokenize")->each([o = opt.get()](const std::string&) { o->text_given = true; });
+    cmd->add_option("--text-file", opt->text_file, "tokenize this file's whole content as one text (- for stdin)");
+    cmd->add_flag("--no-special-tokens", opt->no_special, "add no special tokens (add_special_tokens=False)");
+    cmd->add_option("--format", opt->format, "text (one token a line) or json")->check(CLI::IsMember({"text", "json"}));
+    cmd->add_option("--decode", opt->decode, "ids to text, as transformers' tokenizer.decode(ids): --decode 15496,995");
+    cmd->footer(R"(Text format: one token a line, tab-separated: index, id, the vocabulary string and the text it
+covers (C-style escapes: \t \n \r \\ \xNN), then the count. JSON: {"ids", "tokens", "offsets"}, the
+offsets as byte spans [b0, b1) of the input. Special tokens are added as the file's post_processor
+adds them. Invalid UTF-8 in the text, or a tokenizer.json we cannot read, is exit 3.
+
+Examples:
+  attntrace tokenize path/to/gpt2 --text "Hello world"
+  attntrace tokenize path/to/bert --text-file notes.txt --format json | jq .ids
+  attntrace tokenize path/to/gpt2 --decode 15496,995)");
+}

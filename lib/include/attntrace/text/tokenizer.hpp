@@ -1,0 +1,61 @@
+#pragma once
+// A checkpoint's own tokenizer, read from its tokenizer.json: the Hugging Face `tokenizers`
+// pipeline normalizer -> pre-tokenizer -> model -> post-processor, and a decoder, giving the ids
+// AutoTokenizer gives (docs/tokenize.md lists the components supported and the conformance
+// figures). Unicode comes from utf8proc and PCRE2, loaded on first use.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace attntrace {
+
+// The tokens of one text. L = number of tokens.
+struct Encoding {
+    std::vector<std::uint32_t> ids;                              // (L)
+    std::vector<std::string> tokens;                             // (L) each id's vocabulary string
+    std::vector<std::pair<std::size_t, std::size_t>> offsets;    // (L) byte span of the input, [b0, b1)
+};
+
+class Tokenizer {
+public:
+    // PATH is a checkpoint folder holding tokenizer.json, or the tokenizer.json itself; the
+    // folder's tokenizer_config.json (if any) gives clean_up_tokenization_spaces. Throws
+    // InputError naming the file and the problem (missing, not JSON, an unsupported component
+    // with the supported ones).
+    static Tokenizer load(const std::string& path);
+
+    // The tokens of TEXT as tokenizer(text) gives them (add_special_tokens as the fast tokenizer's
+    // post-processor adds them). Throws InputError "SOURCE: invalid UTF-8 at byte N".
+    Encoding encode(std::string_view text, bool add_special_tokens, const std::string& source) const;
+
+    // What transformers' tokenizer.decode(IDS) returns. Throws InputError "decode: id N is not in
+    // FILE (ids 0 to M)" for an id out of range.
+    std::string decode(const std::vector<std::uint32_t>& ids) const;
+
+    std::size_t vocab_size() const;        // model vocabulary and added tokens: ids [0, vocab_size)
+    const std::string& file() const;       // the tokenizer.json read
+
+    Tokenizer(Tokenizer&&) noexcept;
+    Tokenizer& operator=(Tokenizer&&) noexcept;
+    ~Tokenizer();
+
+    struct Impl;
+
+private:
+    explicit Tokenizer(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+// The text format: one token a line, "index\tid\ttoken\tcovered text" (both with C-style escapes),
+// then "N tokens". INPUT is the text encoded.
+std::string encoding_text(const Encoding& e, std::string_view input);
+// {"ids": [...], "tokens": [...], "offsets": [[b0, b1], ...]} and a newline.
+std::string encoding_json(const Encoding& e);
+// Escapes \t \n \r \\ and other control bytes (\xNN); everything else as it is.
+std::string c_escape(std::string_view s);
+
+}  // namespace attntrace

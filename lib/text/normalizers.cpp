@@ -1,0 +1,291 @@
+// Normalizers (the library's normalizers/): BertNormalizer, NFC/NFD/NFKC/NFKD, Lowercase,
+// StripAccents, Strip, Prepend, Replace, Sequence.
+#include <algorithm>
+
+#include "attntrace/tensor/errors.hpp"
+#include "components.hpp"
+
+namespace attntrace::text {
+namespace {
+
+constexpr const char* kSupported =
+    "BertNormalizer, NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Strip, Prepend, Replace, Sequence";
+
+bool is_chinese_char(char32_t c) {
+    return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
+           (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+           (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+bool all_ascii(std::string_view s) {
+    for (unsigned char b : s)
+        if (b >= 0x80) return false;
+    return true;
+}
+
+char32_t ascii_lower(char32_t c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
+
+// Rust's char::to_lowercase when it is one character of the same UTF-8 length; U+0130 (two
+// characters) maps to a value no character has, so map_same_length refuses it.
+char32_t same_length_lower(char32_t c) {
+    if (c < 0x80) return ascii_lower(c);
+    if (c == 0x130) return 0xFFFFFFFF;
+    std::u32string one;
+    append_lowercase(one, c);
+    return one[0];
+}
+
+void lowercase(NormStr& s) {
+    if (map_same_length(s, all_ascii(s.text) ? ascii_lower : same_length_lower)) return;
+    map_chars(s, [](char32_t c, std::u32string& out) { append_lowercase(out, c); });
+}
+
+// The library's decomposition (unicode-normalization-alignments, which NormalizedString::nfd and
+// friends use): each character's full decomposition, its first character replacing it (change 0),
+// the rest inserted (1); each run of non-starters then stably sorted by combining class, the changes
+// travelling with their characters.
+void decompose_aligned(std::string_view s, bool compat, std::vector<Change>& out) {
+    struct Item {
+        int ccc;
+        Change change;
+    };
+    std::vector<Item> items;
+    std::size_t ready = 0;  // items before this are in canonical order
+    auto sort_pending = [&] {
+        std::stable_sort(items.begin() + static_cast<std::ptrdiff_t>(ready), items.end(),
+                         [](const Item& a, const Item& b) { return a.ccc < b.ccc; });
+        ready = items.size();
+    };
+    std::u32string parts;
+    for (std::size_t i = 0; i < s.size();) {
+        const auto [c, len] = decode_utf8(s, i);
+        i += len;
+        parts.clear();
+        decompose_char(c, compat, parts);
+        for (std::size_t k = 0; k < parts.size(); ++k) {
+            const int ccc = combining_class(parts[k]);
+            if (ccc == 0) sort_pending();
+            items.push_back({ccc, {parts[k], k == 0 ? 0 : 1}});
+        }
+    }
+    sort_pending();
+    for (const Item& it : items) out.push_back(it.change);
+}
+
+// The library's canonical composition of decomposed characters (its Recompositions iterator): a
+// composite takes the changes of what it joins, minus one.
+void recompose_aligned(const std::vector<Change>& in, std::vector<Change>& out) {
+    std::optional<Change> composee;
+    std::vector<Change> blocked;  // non-starters that did not compose, emitted after the composee
+    int last_ccc = 0;             // the combining class of blocked.back()
+    for (const Change& ch : in) {
+        const int ccc = combining_class(ch.c);
+        if (!composee) {
+            if (ccc != 0) out.push_back(ch);
+            else composee = ch;
+            continue;
+        }
+        const bool is_blocked = !blocked.empty() && last_ccc >= ccc;
+        if (!is_blocked)
+            if (const char32_t r = compose_pair(composee->c, ch.c)) {
+                composee = Change{r, composee->change + ch.change - 1};
+                continue;
+            }
+        if (ccc == 0) {
+            out.push_back(*composee);
+            out.insert(out.end(), blocked.begin(), blocked.end());
+            blocked.clear();
+            composee = ch;
+            continue;
+        }
+        blocked.push_back(ch);
+        last_ccc = ccc;
+    }
+    if (composee) out.push_back(*composee);
+    out.insert(out.end(), blocked.begin(), blocked.end());
+}
+
+// The text in normal form F with the library's alignments. Chunks that run from one character below
+// U+0300 (nothing before it can combine with or reorder around it) to the next are normalized
+// independently; a chunk already in form F keeps its characters unchanged.
+void unicode_normalize(NormStr& s, NormalForm f) {
+    if (all_ascii(s.text)) return;
+    const bool compat = f == NormalForm::nfkc || f == NormalForm::nfkd;
+    const bool compose = f == NormalForm::nfc || f == NormalForm::nfkc;
+    std::vector<Change> changes, decomposed;
+    changes.reserve(s.text.size());
+    bool any = false;
+    for (std::size_t start = 0; start < s.text.size();) {
+        std::size_t end = start + utf8_length(decode_utf8(s.text, start).first);
+        bool ascii = static_cast<unsigned char>(s.text[start]) < 0x80;
+        while (end < s.text.size() && !is_normalization_boundary(static_cast<unsigned char>(s.text[end])))
+            ascii = false, end += utf8_length(decode_utf8(s.text, end).first);
+        const std::string_view old = std::string_view(s.text).substr(start, end - start);
+        start = end;
+        if (ascii || normalize(old, f) == old) {
+            const std::vector<Change> same = unchanged(old);
+            changes.insert(changes.end(), same.begin(), same.end());
+            continue;
+        }
+        decomposed.clear();
+        decompose_aligned(old, compat, compose ? decomposed : changes);
+        if (compose) recompose_aligned(decomposed, changes);
+        any = true;
+    }
+    if (any) transform(s, 0, s.text.size(), changes);
+}
+
+void strip_accents(NormStr& s) {
+    if (all_ascii(s.text)) return;
+    unicode_normalize(s, NormalForm::nfd);
+    bool marks = false;
+    for (std::size_t i = 0; i < s.text.size() && !marks;) {
+        const auto [c, len] = decode_utf8(s.text, i);
+        marks = is_mark_nonspacing(c);
+        i += len;
+    }
+    if (!marks) return;
+    map_chars(s, [](char32_t c, std::u32string& out) {
+        if (!is_mark_nonspacing(c)) out += c;
+    });
+}
+
+struct Bert final : Normalizer {
+    bool clean_text = true, chinese = true, strip = false, lower = true;
+    explicit Bert(Json n) {
+        auto flag = [&](const char* name, bool dflt) { Json j = n.get(name); return j.is_null() ? dflt : j.boolean(name); };
+        clean_text = flag("clean_text", true);
+        chinese = flag("handle_chinese_chars", true);
+        lower = flag("lowercase", true);
+        strip = flag("strip_accents", lower);
+    }
+    void normalize(NormStr& s) const override {
+        if (clean_text) clean(s);
+        if (chinese) pad_chinese(s);
+        if (strip) strip_accents(s);
+        if (lower) lowercase(s);
+    }
+    static void clean(NormStr& s) {
+        bool plain = true;  // nothing to remove and only ' ' as whitespace: unchanged
+        for (std::size_t i = 0; i < s.text.size() && plain;) {
+            const auto [c, len] = decode_utf8(s.text, i);
+            plain = c >= 0x20 && c != 0x7F && !(c >= 0x80 && (is_whitespace(c) || is_other(c) || c == 0xFFFD));
+            i += len;
+        }
+        if (plain) return;
+        map_chars(s, [](char32_t c, std::u32string& out) {
+            const bool control = c != '\t' && c != '\n' && c != '\r' && is_other(c);
+            if (c == 0 || c == 0xFFFD || control) return;
+            out += (c == '\t' || c == '\n' || c == '\r' || is_whitespace(c)) ? U' ' : c;
+        });
+    }
+    static void pad_chinese(NormStr& s) {
+        if (all_ascii(s.text)) return;
+        std::vector<Change> changes;
+        bool any = false;
+        for (std::size_t i = 0; i < s.text.size();) {
+            const auto [c, len] = decode_utf8(s.text, i);
+            i += len;
+            if (is_chinese_char(c)) {
+                changes.insert(changes.end(), {{U' ', 0}, {c, 1}, {U' ', 1}});
+                any = true;
+            } else {
+                changes.push_back({c, 0});
+            }
+        }
+        if (any) transform(s, 0, s.text.size(), changes);
+    }
+};
+
+struct Unicode final : Normalizer {
+    NormalForm form;
+    explicit Unicode(NormalForm f) : form(f) {}
+    void normalize(NormStr& s) const override { unicode_normalize(s, form); }
+};
+
+struct Lowercase final : Normalizer {
+    void normalize(NormStr& s) const override { lowercase(s); }
+};
+
+struct StripAccents final : Normalizer {
+    void normalize(NormStr& s) const override {
+        map_chars(s, [](char32_t c, std::u32string& out) {
+            if (!is_mark_nonspacing(c)) out += c;
+        });
+    }
+};
+
+struct Strip final : Normalizer {
+    bool left, right;
+    explicit Strip(Json n) : left(n.get("strip_left").boolean("normalizer.strip_left")),
+                             right(n.get("strip_right").boolean("normalizer.strip_right")) {}
+    void normalize(NormStr& s) const override {
+        std::size_t from = 0, to = s.text.size();
+        if (right)
+            while (to > from) {
+                std::size_t k = to - 1;
+                while (k > from && (static_cast<unsigned char>(s.text[k]) & 0xC0) == 0x80) --k;
+                if (!is_whitespace(decode_utf8(s.text, k).first)) break;
+                to = k;
+            }
+        if (left)
+            while (from < to && is_whitespace(decode_utf8(s.text, from).first)) from += utf8_length(decode_utf8(s.text, from).first);
+        if (to < s.text.size()) transform(s, to, s.text.size(), {}, unchanged(std::string_view(s.text).substr(to)).size());
+        if (from > 0) transform(s, 0, from, {}, unchanged(std::string_view(s.text).substr(0, from)).size());
+    }
+};
+
+struct Prepend final : Normalizer {
+    std::string what;
+    explicit Prepend(Json n) : what(n.get("prepend").str("normalizer.prepend")) {}
+    void normalize(NormStr& s) const override { prepend(s, what); }
+};
+
+struct Replace final : Normalizer {
+    std::string literal, content;
+    std::optional<Regex> regex;
+    explicit Replace(Json n) : content(n.get("content").str("normalizer.content")) {
+        Json p = n.get("pattern");
+        if (p.has("String")) literal = p.get("String").str("normalizer.pattern.String");
+        else regex.emplace(p.get("Regex").str("normalizer.pattern.Regex"), n.file() + ": normalizer Replace");
+    }
+    void normalize(NormStr& s) const override {
+        if (!regex) return replace_all(s, literal, content);
+        std::vector<std::pair<std::size_t, std::size_t>> matches;
+        regex->find_all(s.text, matches);
+        replace_ranges(s, matches, content);
+    }
+};
+
+struct Sequence final : Normalizer {
+    std::vector<std::unique_ptr<Normalizer>> parts;
+    explicit Sequence(Json n) {
+        Json list = n.get("normalizers");
+        for (std::size_t i = 0; i < list.size(); ++i)
+            if (auto p = make_normalizer(list[i])) parts.push_back(std::move(p));
+    }
+    void normalize(NormStr& s) const override {
+        for (const auto& p : parts) p->normalize(s);
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Normalizer> make_normalizer(Json n) {
+    if (n.is_null()) return nullptr;
+    const std::string type = type_of(n, "normalizer");
+    if (type == "BertNormalizer") return std::make_unique<Bert>(n);
+    if (type == "NFC") return std::make_unique<Unicode>(NormalForm::nfc);
+    if (type == "NFD") return std::make_unique<Unicode>(NormalForm::nfd);
+    if (type == "NFKC") return std::make_unique<Unicode>(NormalForm::nfkc);
+    if (type == "NFKD") return std::make_unique<Unicode>(NormalForm::nfkd);
+    if (type == "Lowercase") return std::make_unique<Lowercase>();
+    if (type == "StripAccents") return std::make_unique<StripAccents>();
+    if (type == "Strip") return std::make_unique<Strip>(n);
+    if (type == "Prepend") return std::make_unique<Prepend>(n);
+    if (type == "Replace") return std::make_unique<Replace>(n);
+    if (type == "Sequence") return std::make_unique<Sequence>(n);
+    unsupported(n, "normalizer", kSupported);
+}
+
+}  // namespace attntrace::text

@@ -1,0 +1,237 @@
+// Pre-tokenizers (the library's pre_tokenizers/): ByteLevel, Split, Metaspace, BertPreTokenizer,
+// WhitespaceSplit, Digits, Sequence. Each splits every piece into smaller ones, dropping the empty.
+#include <array>
+
+#include "attntrace/tensor/errors.hpp"
+#include "components.hpp"
+
+namespace attntrace::text {
+namespace {
+
+constexpr const char* kSupported = "ByteLevel, Split, Metaspace, BertPreTokenizer, WhitespaceSplit, Digits, Sequence";
+constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+using Ranges = std::vector<std::pair<std::size_t, std::size_t>>;
+
+// Replaces every piece by the kept ranges FIND gives for its text (relative to the piece).
+template <class Find>
+void split_each(Pieces& p, Behavior b, bool invert, Find&& find) {
+    std::vector<Piece> out;
+    out.reserve(p.pieces.size() * 2);
+    Ranges matches;
+    for (const Piece& piece : p.pieces) {
+        matches.clear();
+        find(p.text(piece), matches);
+        for (const auto& [from, to] : split_ranges(piece.end - piece.begin, matches, b, invert))
+            if (to > from) out.push_back({piece.str, piece.begin + static_cast<std::uint32_t>(from), piece.begin + static_cast<std::uint32_t>(to)});
+    }
+    p.pieces.swap(out);
+}
+
+// Each character C with PRED(C) as a match of its own (the library's char patterns).
+template <class Pred>
+void char_matches(std::string_view s, Ranges& out, Pred&& pred) {
+    for (std::size_t i = 0; i < s.size();) {
+        const auto [c, len] = decode_utf8(s, i);
+        if (pred(c)) out.emplace_back(i, i + len);
+        i += len;
+    }
+}
+
+Behavior behavior_of(Json n) {
+    const std::string_view b = n.get("behavior").str("pre_tokenizer.behavior");
+    if (b == "Removed") return Behavior::removed;
+    if (b == "Isolated") return Behavior::isolated;
+    if (b == "MergedWithPrevious") return Behavior::merged_with_previous;
+    if (b == "MergedWithNext") return Behavior::merged_with_next;
+    if (b == "Contiguous") return Behavior::contiguous;
+    throw InputError(n.file() + ": pre_tokenizer Split: behavior " + std::string(b) +
+                     " is not supported (supported: Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous)");
+}
+
+struct ByteLevel final : PreTokenizer {
+    bool add_prefix_space, use_regex;
+    std::optional<Regex> regex;
+    explicit ByteLevel(Json n) {
+        Json a = n.get("add_prefix_space"), u = n.get("use_regex");
+        add_prefix_space = a.is_null() || a.boolean("add_prefix_space");
+        use_regex = u.is_null() || u.boolean("use_regex");
+        if (use_regex) regex.emplace(kGpt2Pattern, n.file() + ": pre_tokenizer ByteLevel");
+    }
+    void pre_tokenize(Pieces& p) const override {
+        if (add_prefix_space)
+            for (Piece& piece : p.pieces)
+                if (p.text(piece)[0] != ' ') {
+                    NormStr& own = p.own(piece);
+                    prepend(own, " ");
+                    piece.end = static_cast<std::uint32_t>(own.text.size());
+                }
+        if (regex) split_each(p, Behavior::isolated, false, [&](std::string_view s, Ranges& m) { regex->find_all(s, m); });
+        p.byte_level = true;
+    }
+};
+
+struct Split final : PreTokenizer {
+    std::optional<Regex> regex;
+    std::string literal;
+    Behavior behavior;
+    bool invert;
+    explicit Split(Json n) : behavior(behavior_of(n)), invert(!n.get("invert").is_null() && n.get("invert").boolean("invert")) {
+        Json p = n.get("pattern");
+        if (p.has("String")) literal = p.get("String").str("pre_tokenizer.pattern.String");
+        else regex.emplace(p.get("Regex").str("pre_tokenizer.pattern.Regex"), n.file() + ": pre_tokenizer Split");
+    }
+    void pre_tokenize(Pieces& p) const override {
+        split_each(p, behavior, invert, [&](std::string_view s, Ranges& m) {
+            if (regex) return regex->find_all(s, m);
+            if (literal.empty()) return;
+            for (std::size_t at = s.find(literal); at != std::string_view::npos; at = s.find(literal, at + literal.size()))
+                m.emplace_back(at, at + literal.size());
+        });
+    }
+};
+
+struct Metaspace final : PreTokenizer {
+    std::string replacement;
+    enum class Scheme { always, first, never } scheme = Scheme::always;
+    bool split = true;
+    explicit Metaspace(Json n) : replacement(n.get("replacement").str("pre_tokenizer.replacement")) {
+        Json s = n.get("prepend_scheme"), a = n.get("add_prefix_space"), sp = n.get("split");
+        if (!s.is_null()) {
+            const std::string_view v = s.str("pre_tokenizer.prepend_scheme");
+            scheme = v == "first" ? Scheme::first : v == "never" ? Scheme::never : Scheme::always;
+        }
+        if (!a.is_null() && !a.boolean("add_prefix_space")) scheme = Scheme::never;
+        split = sp.is_null() || sp.boolean("split");
+    }
+    void pre_tokenize(Pieces& p) const override {
+        for (Piece& piece : p.pieces) {
+            NormStr& s = p.own(piece);
+            replace_all(s, " ", replacement);
+            const bool starts = s.text.compare(0, replacement.size(), replacement) == 0;
+            if (!starts && (scheme == Scheme::always || (scheme == Scheme::first && s.original_begin() == 0)))
+                prepend(s, replacement);
+            piece.end = static_cast<std::uint32_t>(s.text.size());
+        }
+        if (!split) return;
+        const char32_t rep = decode_utf8(replacement, 0).first;
+        split_each(p, Behavior::merged_with_next, false,
+                   [&](std::string_view s, Ranges& m) { char_matches(s, m, [&](char32_t c) { return c == rep; }); });
+    }
+};
+
+struct Bert final : PreTokenizer {
+    void pre_tokenize(Pieces& p) const override {
+        split_each(p, Behavior::removed, false, [](std::string_view s, Ranges& m) { char_matches(s, m, is_whitespace); });
+        split_each(p, Behavior::isolated, false, [](std::string_view s, Ranges& m) { char_matches(s, m, is_punctuation); });
+    }
+};
+
+struct WhitespaceSplit final : PreTokenizer {
+    void pre_tokenize(Pieces& p) const override {
+        split_each(p, Behavior::removed, false, [](std::string_view s, Ranges& m) { char_matches(s, m, is_whitespace); });
+    }
+};
+
+struct Digits final : PreTokenizer {
+    bool individual;
+    explicit Digits(Json n) : individual(!n.get("individual_digits").is_null() && n.get("individual_digits").boolean("individual_digits")) {}
+    void pre_tokenize(Pieces& p) const override {
+        split_each(p, individual ? Behavior::isolated : Behavior::contiguous, false, [](std::string_view s, Ranges& m) {
+            char_matches(s, m, is_numeric);
+        });
+    }
+};
+
+struct Sequence final : PreTokenizer {
+    std::vector<std::unique_ptr<PreTokenizer>> parts;
+    explicit Sequence(Json n) {
+        Json list = n.get("pretokenizers");
+        for (std::size_t i = 0; i < list.size(); ++i) parts.push_back(make_pre_tokenizer(list[i]));
+    }
+    void pre_tokenize(Pieces& p) const override {
+        for (const auto& part : parts) {
+            if (p.byte_level) throw InputError("tokenizer.json: pre_tokenizer: a ByteLevel must come last in a Sequence");
+            part->pre_tokenize(p);
+        }
+    }
+};
+
+}  // namespace
+
+NormStr& Pieces::own(Piece& p) {
+    if (!(p.begin == 0 && p.end == strs[p.str].text.size())) {
+        strs.push_back(strs[p.str].slice(p.begin, p.end));
+        p = {static_cast<std::uint32_t>(strs.size() - 1), 0, static_cast<std::uint32_t>(strs.back().text.size())};
+    }
+    return strs[p.str];
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> split_ranges(std::size_t n, const Ranges& matches, Behavior b, bool invert) {
+    std::vector<std::pair<std::pair<std::size_t, std::size_t>, bool>> all;  // (range, is_match)
+    std::size_t prev = 0;
+    for (const auto& m : matches) {
+        if (prev < m.first) all.push_back({{prev, m.first}, invert});
+        all.push_back({m, !invert});
+        prev = m.second;
+    }
+    if (prev < n) all.push_back({{prev, n}, invert});
+    if (n == 0) all.push_back({{0, 0}, invert});
+    Ranges out;
+    bool previous_match = false;
+    if (b == Behavior::merged_with_next) {
+        for (auto it = all.rbegin(); it != all.rend(); ++it) {
+            if (it->second && !previous_match && !out.empty()) out.back().first = it->first.first;
+            else out.push_back(it->first);
+            previous_match = it->second;
+        }
+        return Ranges(out.rbegin(), out.rend());
+    }
+    for (const auto& [range, is_match] : all) {
+        if (b == Behavior::removed && is_match) continue;
+        const bool merge = !out.empty() && ((b == Behavior::contiguous && is_match == previous_match) ||
+                                            (b == Behavior::merged_with_previous && is_match && !previous_match));
+        if (merge) out.back().second = range.second;
+        else out.push_back(range);
+        previous_match = is_match;
+    }
+    return out;
+}
+
+const std::string& byte_level_char(unsigned char b) {
+    static const std::array<std::string, 256> table = [] {
+        std::array<std::string, 256> t;
+        int extra = 0;
+        for (int i = 0; i < 256; ++i) {
+            const bool printable = (i >= 0x21 && i <= 0x7E) || (i >= 0xA1 && i <= 0xAC) || (i >= 0xAE && i <= 0xFF);
+            append_utf8(t[i], printable ? char32_t(i) : char32_t(256 + extra++));
+        }
+        return t;
+    }();
+    return table[b];
+}
+
+int byte_level_byte(char32_t c) {
+    static const std::array<int, 324> table = [] {
+        std::array<int, 324> t;
+        t.fill(-1);
+        for (int b = 0; b < 256; ++b) t[decode_utf8(byte_level_char(static_cast<unsigned char>(b)), 0).first] = b;
+        return t;
+    }();
+    return c < table.size() ? table[c] : -1;
+}
+
+std::unique_ptr<PreTokenizer> make_pre_tokenizer(Json n) {
+    if (n.is_null()) return nullptr;
+    const std::string type = type_of(n, "pre_tokenizer");
+    if (type == "ByteLevel") return std::make_unique<ByteLevel>(n);
+    if (type == "Split") return std::make_unique<Split>(n);
+    if (type == "Metaspace") return std::make_unique<Metaspace>(n);
+    if (type == "BertPreTokenizer") return std::make_unique<Bert>();
+    if (type == "WhitespaceSplit") return std::make_unique<WhitespaceSplit>();
+    if (type == "Digits") return std::make_unique<Digits>(n);
+    if (type == "Sequence") return std::make_unique<Sequence>(n);
+    unsupported(n, "pre_tokenizer", kSupported);
+}
+
+}  // namespace attntrace::text

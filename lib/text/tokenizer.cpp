@@ -1,0 +1,179 @@
+// The tokenizer: tokenizer.json read into its components, and the library's encode pipeline:
+// added tokens split out of the raw text -> normalizer -> added tokens split out of the normalized
+// text -> pre-tokenizer -> model -> post-processor.
+#include "attntrace/text/tokenizer.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "attntrace/io/file_bytes.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "components.hpp"
+#include "added_tokens.hpp"
+
+namespace attntrace {
+namespace fs = std::filesystem;
+using namespace text;
+
+struct Tokenizer::Impl {
+    std::string file;
+    FileBytes bytes;  // the views of the vocabulary point into these
+    JsonDoc doc;
+    Vocab vocab;
+    std::unique_ptr<Normalizer> normalizer;
+    std::unique_ptr<PreTokenizer> pre_tokenizer;
+    std::unique_ptr<Model> model;
+    std::unique_ptr<PostProcessor> post_processor;
+    std::unique_ptr<Decoder> decoder;
+    AddedTokens added;
+    bool clean_up_spaces = false;
+
+    Impl(std::string f, FileBytes b) : file(std::move(f)), bytes(std::move(b)), doc(bytes.bytes(), file) {}
+    void encode_segment(NormStr segment, std::vector<Token>& out) const;
+    void run_model(Pieces& pieces, std::vector<Token>& out) const;
+};
+
+namespace text {
+
+std::string type_of(Json node, const char* what) {
+    if (!node.is_object() || !node.get("type").is_string())
+        throw InputError(node.file() + ": " + what + ": expected an object with a \"type\"");
+    return std::string(node.get("type").str("type"));
+}
+
+void unsupported(Json node, const char* what, const char* supported) {
+    throw InputError(node.file() + ": " + what + " " + type_of(node, what) + " is not supported (supported: " + supported + ")");
+}
+
+}  // namespace text
+
+namespace {
+
+// tokenizer_config.json's clean_up_tokenization_spaces (false when absent).
+bool read_clean_up(const fs::path& dir) {
+    const fs::path config = dir / "tokenizer_config.json";
+    std::error_code ec;
+    if (!fs::is_regular_file(config, ec)) return false;
+    const FileBytes bytes = FileBytes::open(config.string());
+    const JsonDoc doc(bytes.bytes(), config.string());
+    const Json flag = doc.root().get("clean_up_tokenization_spaces");
+    return flag.kind() == Json::Kind::boolean && flag.boolean("clean_up_tokenization_spaces");
+}
+
+std::vector<AddedToken> read_added(Json list) {
+    std::vector<AddedToken> out;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        Json t = list[i];
+        auto flag = [&](const char* name, bool dflt) { Json j = t.get(name); return j.is_null() ? dflt : j.boolean(name); };
+        AddedToken a;
+        a.id = static_cast<std::uint32_t>(t.get("id").integer("added_tokens[].id"));
+        a.content = std::string(t.get("content").str("added_tokens[].content"));
+        a.single_word = flag("single_word", false);
+        a.lstrip = flag("lstrip", false);
+        a.rstrip = flag("rstrip", false);
+        a.normalized = flag("normalized", true);
+        a.special = flag("special", false);
+        if (!a.content.empty()) out.push_back(std::move(a));
+    }
+    return out;
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::load(const std::string& path) {
+    std::error_code ec;
+    const bool folder = fs::is_directory(path, ec);
+    const std::string file = folder ? (fs::path(path) / "tokenizer.json").string() : path;
+    if (folder && !fs::exists(file, ec)) throw InputError(path + ": no tokenizer.json in this folder");
+    auto impl = std::make_unique<Impl>(file, FileBytes::open(file));
+    const Json root = impl->doc.root();
+    if (!root.is_object()) throw InputError(file + ": expected a JSON object (a tokenizer.json)");
+    if (!root.has("model")) throw InputError(file + ": no \"model\" (is it a tokenizer.json?)");
+    impl->model = make_model(root.get("model"), impl->vocab);
+    impl->normalizer = make_normalizer(root.get("normalizer"));
+    impl->pre_tokenizer = make_pre_tokenizer(root.get("pre_tokenizer"));
+    impl->post_processor = make_post_processor(root.get("post_processor"), impl->vocab);
+    impl->decoder = make_decoder(root.get("decoder"));
+    impl->vocab.added = read_added(root.get("added_tokens"));
+    impl->added = AddedTokens(impl->vocab.added, impl->normalizer.get());
+    impl->clean_up_spaces = read_clean_up(fs::path(file).parent_path());
+    return Tokenizer(std::move(impl));
+}
+
+void Tokenizer::Impl::run_model(Pieces& pieces, std::vector<Token>& out) const {
+    std::vector<ModelToken> tokens;
+    for (const Piece& piece : pieces.pieces) {
+        tokens.clear();
+        model->tokenize(pieces.text(piece), pieces.byte_level, tokens);
+        const NormStr& s = pieces.strs[piece.str];
+        for (const ModelToken& t : tokens) out.push_back({t.id, s.original_span(piece.begin + t.begin, piece.begin + t.end)});
+    }
+}
+
+// One stretch of the text between the added tokens matched in the raw text.
+void Tokenizer::Impl::encode_segment(NormStr segment, std::vector<Token>& out) const {
+    if (normalizer) normalizer->normalize(segment);
+    for (const AddedTokens::Split& split : added.split(segment.text, true)) {
+        if (split.token) {
+            const auto [lead, trail] = space_ends(std::string_view(segment.text).substr(split.from, split.to - split.from));
+            out.push_back({*split.token, segment.original_span(split.from, split.to), lead, trail});
+            continue;
+        }
+        Pieces pieces;
+        const bool whole = split.from == 0 && split.to == segment.text.size();
+        pieces.strs.push_back(whole ? std::move(segment) : segment.slice(split.from, split.to));
+        if (!pieces.strs[0].text.empty()) pieces.pieces.push_back({0, 0, static_cast<std::uint32_t>(pieces.strs[0].text.size())});
+        if (pre_tokenizer) pre_tokenizer->pre_tokenize(pieces);
+        run_model(pieces, out);
+    }
+}
+
+Encoding Tokenizer::encode(std::string_view text, bool add_special_tokens, const std::string& source) const {
+    if (const auto bad = first_invalid_utf8(text))
+        throw InputError(source + ": invalid UTF-8 at byte " + std::to_string(*bad));
+    std::vector<Token> tokens;
+    for (const AddedTokens::Split& split : impl_->added.split(text, false)) {
+        if (split.token) {
+            const auto [lead, trail] = space_ends(text.substr(split.from, split.to - split.from));
+            tokens.push_back({*split.token, {static_cast<std::uint32_t>(split.from), static_cast<std::uint32_t>(split.to)}, lead, trail});
+        } else {
+            impl_->encode_segment(NormStr::original(text, split.from, split.to), tokens);
+        }
+    }
+    if (impl_->post_processor) impl_->post_processor->process(tokens, add_special_tokens, impl_->vocab);
+    Encoding e;
+    for (const Token& t : tokens) {
+        e.ids.push_back(t.id);
+        e.tokens.emplace_back(impl_->vocab.token(t.id).value_or(""));
+        e.offsets.emplace_back(t.offsets.begin, t.offsets.end);
+    }
+    return e;
+}
+
+std::string Tokenizer::decode(const std::vector<std::uint32_t>& ids) const {
+    std::vector<std::string> tokens;
+    for (std::uint32_t id : ids) {
+        const auto t = impl_->vocab.token(id);
+        if (!t) throw InputError("decode: id " + std::to_string(id) + " is not in " + impl_->file + " (ids 0 to " +
+                                 std::to_string(vocab_size() - 1) + ")");
+        tokens.emplace_back(*t);
+    }
+    std::string out;
+    if (impl_->decoder) {
+        impl_->decoder->decode_chain(tokens);
+        for (const std::string& t : tokens) out += t;
+    } else {
+        for (std::size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];
+    }
+    return impl_->clean_up_spaces ? clean_up_tokenization(std::move(out), false) : out;
+}
+
+std::size_t Tokenizer::vocab_size() const { return impl_->vocab.total_size(); }
+const std::string& Tokenizer::file() const { return impl_->file; }
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+}  // namespace attntrace

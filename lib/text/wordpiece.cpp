@@ -1,0 +1,89 @@
+// The WordPiece model (the library's models/wordpiece): greedy longest match from the left, the
+// continuing pieces looked up with their prefix ("##"); a word with no split, or longer than
+// max_input_chars_per_word characters, is the unk token.
+#include "attntrace/tensor/errors.hpp"
+#include "components.hpp"
+
+namespace attntrace::text {
+namespace {
+
+class WordPiece final : public Model {
+public:
+    WordPiece(Json node, Vocab& vocab) : vocab_(vocab) {
+        read_vocab(node, vocab);
+        Json unk = node.get("unk_token");
+        const std::string_view unk_name = unk.is_null() ? "[UNK]" : unk.str("model.unk_token");
+        unk_ = vocab.find(unk_name);
+        if (!unk_) throw InputError(node.file() + ": model.unk_token \"" + std::string(unk_name) + "\" is not in the vocabulary");
+        Json prefix = node.get("continuing_subword_prefix");
+        prefix_ = prefix.is_null() ? "##" : std::string(prefix.str("model.continuing_subword_prefix"));
+        Json max = node.get("max_input_chars_per_word");
+        max_chars_ = max.is_null() ? 100 : static_cast<std::size_t>(max.integer("model.max_input_chars_per_word"));
+    }
+
+    void tokenize(std::string_view text, bool byte_level, std::vector<ModelToken>& out) const override {
+        if (text.empty()) return;
+        (void)byte_level;  // a WordPiece after a ByteLevel pre-tokenizer reads the bytes as they are
+        std::size_t chars = 0;
+        for (std::size_t i = 0; i < text.size(); i += utf8_length(decode_utf8(text, i).first)) ++chars;
+        const auto whole = static_cast<std::uint32_t>(text.size());
+        if (chars > max_chars_) return out.push_back({*unk_, 0, whole});
+        const std::size_t first = out.size();
+        std::string& sub = sub_;
+        for (std::size_t start = 0; start < text.size();) {
+            std::size_t end = text.size();
+            std::optional<std::uint32_t> found;
+            while (start < end) {
+                sub.assign(start > 0 ? prefix_ : std::string());
+                sub.append(text.substr(start, end - start));
+                if ((found = vocab_.find(sub))) break;
+                do --end; while (end > start && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80);
+            }
+            if (!found) {  // no split: the whole word is unknown
+                out.resize(first);
+                return out.push_back({*unk_, 0, whole});
+            }
+            out.push_back({*found, static_cast<std::uint32_t>(start), static_cast<std::uint32_t>(end)});
+            start = end;
+        }
+    }
+
+private:
+    const Vocab& vocab_;
+    std::optional<std::uint32_t> unk_;
+    std::string prefix_;
+    std::size_t max_chars_ = 100;
+    mutable std::string sub_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_bpe(Json node, Vocab& vocab);
+
+void read_vocab(Json model, Vocab& vocab) {
+    Json v = model.get("vocab");
+    if (!v.is_object()) throw InputError(model.file() + ": model.vocab: expected an object");
+    std::vector<std::string_view> by_id;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        const std::int64_t id = v[i].integer("model.vocab");
+        if (id < 0 || id > 0x7FFFFFFF) throw InputError(v.file() + ": model.vocab: id " + std::to_string(id) + " out of range");
+        if (static_cast<std::size_t>(id) >= by_id.size()) by_id.resize(static_cast<std::size_t>(id) + 1);
+        by_id[static_cast<std::size_t>(id)] = v.key(i);
+    }
+    vocab.assign(std::move(by_id));
+}
+
+std::unique_ptr<Model> make_model(Json node, Vocab& vocab) {
+    if (!node.is_object()) throw InputError(node.file() + ": model: expected an object");
+    std::string type = node.has("type") ? std::string(node.get("type").str("model.type")) : std::string();
+    if (type.empty()) {  // files from before "type": the library tries BPE, then WordPiece, ...
+        if (node.has("merges") && node.has("vocab")) type = "BPE";
+        else if (node.get("vocab").is_object()) type = "WordPiece";
+        else type = node.get("vocab").is_array() ? "Unigram" : "?";
+    }
+    if (type == "BPE") return make_bpe(node, vocab);
+    if (type == "WordPiece") return std::make_unique<WordPiece>(node, vocab);
+    throw InputError(node.file() + ": model: type " + type + " is not supported (supported: BPE, WordPiece)");
+}
+
+}  // namespace attntrace::text
