@@ -10,28 +10,12 @@
 #include "attntrace/tensor/errors.hpp"
 #include "components.hpp"
 #include "added_tokens.hpp"
+#include "tokenizer_impl.hpp"
 
 namespace attntrace {
 namespace fs = std::filesystem;
 using namespace text;
 
-struct Tokenizer::Impl {
-    std::string file;
-    FileBytes bytes;  // the views of the vocabulary point into these
-    JsonDoc doc;
-    Vocab vocab;
-    std::unique_ptr<Normalizer> normalizer;
-    std::unique_ptr<PreTokenizer> pre_tokenizer;
-    std::unique_ptr<Model> model;
-    std::unique_ptr<PostProcessor> post_processor;
-    std::unique_ptr<Decoder> decoder;
-    AddedTokens added;
-    bool clean_up_spaces = false;
-
-    Impl(std::string f, FileBytes b) : file(std::move(f)), bytes(std::move(b)), doc(bytes.bytes(), file) {}
-    void encode_segment(NormStr segment, std::vector<Token>& out) const;
-    void run_model(Pieces& pieces, std::vector<Token>& out) const;
-};
 
 namespace text {
 
@@ -94,6 +78,7 @@ Tokenizer Tokenizer::load(const std::string& path) {
     impl->pre_tokenizer = make_pre_tokenizer(root.get("pre_tokenizer"));
     impl->post_processor = make_post_processor(root.get("post_processor"), impl->vocab);
     impl->decoder = make_decoder(root.get("decoder"));
+    impl->style = read_token_style(root.get("decoder"));
     impl->vocab.added = read_added(root.get("added_tokens"));
     impl->added = AddedTokens(impl->vocab.added, impl->normalizer.get());
     impl->clean_up_spaces = read_clean_up(fs::path(file).parent_path());

@@ -44,6 +44,7 @@ public:
     ~Tokenizer();
 
     struct Impl;
+    const Impl& impl() const { return *impl_; }  // for the text subsystem's own files
 
 private:
     explicit Tokenizer(std::unique_ptr<Impl> impl);
