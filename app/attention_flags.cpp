@@ -4,33 +4,16 @@
 
 using namespace attntrace;
 
-namespace {
 
-// A flag whose words name the values of enum MODE (its current value is the default). The help and
-// the error for another word read as CLI::IsMember's: "--dtype: f16 not in {f32,f64}".
-template <class E>
-void add_mode_option(CLI::App& cmd, const std::string& name, E& mode, const std::vector<std::pair<std::string, E>>& words,
-                     const std::string& help) {
-    std::string list, default_word;
-    for (const auto& [word, value] : words) {
-        list += (list.empty() ? "" : ",") + word;
-        if (value == mode) default_word = word;
-    }
-    list = "{" + list + "}";
-    const CLI::Validator to_value(
-        [words, list](std::string& text) -> std::string {
-            for (const auto& [word, value] : words)
-                if (text == word) {
-                    text = std::to_string(static_cast<int>(value));
-                    return {};
-                }
-            return text + " not in " + list;
-        },
-        list);
-    cmd.add_option(name, mode, help)->type_name("TEXT")->transform(to_value)->default_str(default_word);
+void add_dtype_flag(CLI::App& cmd, Precision& dtype) {
+    add_mode_option(cmd, "--dtype", dtype, {{"f32", Precision::f32}, {"f64", Precision::f64}},
+                    "compute and output precision");
 }
 
-}  // namespace
+void add_format_flag(CLI::App& cmd, TraceFormat& format) {
+    add_mode_option(cmd, "--format", format, {{"text", TraceFormat::text}, {"json", TraceFormat::json}},
+                    "the trace as text, or as one JSON document on stdout");
+}
 
 void add_attention_input_flags(CLI::App& cmd, AttentionFlags& f) {
     cmd.add_option("--scale", f.scale, "score scale (default 1/sqrt(head dim))");
@@ -46,13 +29,11 @@ void add_attention_flags(CLI::App& cmd, AttentionFlags& f) {
         ->check(file_name());
     cmd.add_option("--attn-weights", f.attn_weights, "write the softmax weights: .npy, .json or - (stdout, npy)")
         ->check(file_name());
-    add_mode_option(cmd, "--dtype", f.dtype, {{"f32", Precision::f32}, {"f64", Precision::f64}},
-                    "compute and output precision");
+    add_dtype_flag(cmd, f.dtype);
     add_mode_option(cmd, "--trace", f.trace,
                     {{"none", TraceDetail::none}, {"shapes", TraceDetail::shapes}, {"values", TraceDetail::values}},
                     "what the trace shows: none, shapes (with head statistics), values");
-    add_mode_option(cmd, "--format", f.format, {{"text", TraceFormat::text}, {"json", TraceFormat::json}},
-                    "the trace as text, or as one JSON document on stdout");
+    add_format_flag(cmd, f.format);
     cmd.add_option("--dump", f.dumps, "write a stage's tensor: STAGE=FILE (.npy, .json); repeatable");
     cmd.add_option("--threads", f.threads, "number of threads (default: all cores)")
         ->check(positive_integer(1024));

@@ -29,6 +29,34 @@ void with_precision(Precision precision, Fn&& fn) {
     }
 }
 
+// A flag whose words name the values of enum MODE (its current value is the default). The help and
+// the error for another word read as CLI::IsMember's: "--dtype: f16 not in {f32,f64}".
+template <class E>
+void add_mode_option(CLI::App& cmd, const std::string& name, E& mode, const std::vector<std::pair<std::string, E>>& words,
+                     const std::string& help) {
+    std::string list, default_word;
+    for (const auto& [word, value] : words) {
+        list += (list.empty() ? "" : ",") + word;
+        if (value == mode) default_word = word;
+    }
+    list = "{" + list + "}";
+    const CLI::Validator to_value(
+        [words, list](std::string& text) -> std::string {
+            for (const auto& [word, value] : words)
+                if (text == word) {
+                    text = std::to_string(static_cast<int>(value));
+                    return {};
+                }
+            return text + " not in " + list;
+        },
+        list);
+    cmd.add_option(name, mode, help)->type_name("TEXT")->transform(to_value)->default_str(default_word);
+}
+
+// --dtype f32|f64 and --format text|json, as every computing command spells them.
+void add_dtype_flag(CLI::App& cmd, Precision& dtype);
+void add_format_flag(CLI::App& cmd, TraceFormat& format);
+
 struct AttentionFlags {
     std::string query, key, value;
     std::optional<double> scale;

@@ -40,3 +40,4 @@ void setup_mha(CLI::App& app);
 void setup_rollout(CLI::App& app);
 void setup_check(CLI::App& app);
 void setup_tokenize(CLI::App& app);
+void setup_model(CLI::App& app);

@@ -302,6 +302,15 @@ template <class T>
 void project_rows(const T* x, std::size_t rows, const Array<T>& w, const std::optional<Array<T>>& b, T* y,
                   std::size_t ldy, std::size_t threads, const std::function<void(std::size_t, std::size_t)>& rows_done) {
     const std::size_t out = w.shape()[0], in = w.shape()[1];
+    if (!rows_done && rows < out && threads > 1) {  // few rows: split W's rows, so each worker packs only its share
+        split_product(rows, out, threads, [&](std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
+            if (b)
+                for (std::size_t r = r0; r < r1; ++r) std::copy(b->begin() + c0, b->begin() + c1, y + r * ldy + c0);
+            gemm<T>(false, true, r1 - r0, c1 - c0, in, T(1), x + r0 * in, in, w.data() + c0 * in, in, b ? T(1) : T(0),
+                    y + r0 * ldy + c0, ldy);
+        });
+        return;
+    }
     constexpr std::size_t min_rows = 64;  // below this a chunk is not worth a thread
     // Four chunks per worker, so that ROWS_DONE's work overlaps the rest; the same split with or
     // without it, so a streamed output has the same bits as one written whole.

@@ -62,7 +62,8 @@ std::size_t attend(const HeadBatch<T>& heads, const MaskPlan<T>& masks, T scale,
 // y (rows, W.rows) := x (rows, W.cols) · Wᵀ + b, written at Y with leading dim LDY; the rows are
 // split over THREADS. ROWS_DONE (may be empty) is called as (first row, end row) from the worker
 // that computed them, for each block of rows as soon as it is done (about a quarter of a worker's
-// share), so that it overlaps the rest.
+// share), so that it overlaps the rest. Without ROWS_DONE and with fewer rows than W has, W's rows
+// are split instead (split_product), so no worker packs all of W.
 template <class T>
 void project_rows(const T* x, std::size_t rows, const Array<T>& w, const std::optional<Array<T>>& b, T* y,
                   std::size_t ldy, std::size_t threads,

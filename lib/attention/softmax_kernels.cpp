@@ -4,41 +4,12 @@
 #include "softmax_kernels.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
-#include <cstdint>
 #include <limits>
 
+#include "attntrace/tensor/vector_math.hpp"
+
 namespace attntrace::kernels {
-
-#if defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define ATTNTRACE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define ATTNTRACE_CLONES
-#endif
-
-namespace {
-
-// exp(t) in float: Cody-Waite reduction t = k ln2 + r, |r| <= ln2/2, a degree-6 polynomial for
-// exp(r), and 2^k from exponent bits. Within 2.5e-7 relative over [-87, 88]; 0 below -87 (and
-// for -inf, a masked score). Branch-free, so the loops around it vectorize.
-[[gnu::always_inline]] inline float exp_poly(float t) {
-    const float c = std::max(t, -87.0f);        // below this, exp underflows: 0
-    const float k = (c * 1.44269504f + 12582912.0f) - 12582912.0f;  // round(c / ln2)
-    const float r = (c - k * 0.693145752f) - k * 1.42860677e-6f;     // c - k ln2, in two parts
-    float p = 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    const float two_k = std::bit_cast<float>((static_cast<std::int32_t>(k) + 127) << 23);
-    const float e = t < -87.0f ? 0.0f : p * two_k;
-    return e;
-}
-
-}  // namespace
 
 ATTNTRACE_CLONES float row_max(const float* x, std::size_t n) {
     float m = -std::numeric_limits<float>::infinity();

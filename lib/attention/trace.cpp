@@ -133,13 +133,8 @@ std::string detector_lines(const RowStats& stats, const std::string& bold, const
     std::string out = bold + "head detectors" + reset + dim +
                       ": means over batch and query rows of w[i, i-1], w[i, i], w[i, 0] and the row maximum; a head is "
                       "named when its score reaches " + fixed(kRoleThreshold, 1) + reset + "\n";
-    auto score = [](const char* name, double v) {
-        return std::string("  ") + name + " " + (std::isnan(v) ? std::string("-") : fixed(v, 3));
-    };
     for (const auto& h : summarize_heads(stats, 0)) {
-        out += "head " + std::to_string(h.head) + score("previous_token", h.scores.previous_token) +
-               score("diagonal", h.scores.diagonal) + score("first_token", h.scores.first_token) +
-               score("max_weight", h.scores.max_weight);
+        out += "head " + std::to_string(h.head) + "  " + head_scores_text(h.scores);
         if (!h.role.empty()) out += "  " + bold + h.role + reset;
         out += "\n";
     }
@@ -147,6 +142,32 @@ std::string detector_lines(const RowStats& stats, const std::string& bold, const
 }
 
 }  // namespace
+
+std::string head_scores_text(const HeadScores& scores) {
+    auto score = [](const char* name, double v) {
+        return std::string(name) + " " + (std::isnan(v) ? std::string("-") : fixed(v, 3));
+    };
+    return score("previous_token", scores.previous_token) + "  " + score("diagonal", scores.diagonal) + "  " +
+           score("first_token", scores.first_token) + "  " + score("max_weight", scores.max_weight);
+}
+
+nlohmann::json head_summary_json(const HeadSummary& h) {
+    nlohmann::json top = nlohmann::json::array();
+    for (const auto& t : h.top)
+        top.push_back({{"query", t.query},
+                       {"key", t.key < 0 ? nlohmann::json() : nlohmann::json(t.key)},
+                       {"weight", t.weight},
+                       {"entropy", t.entropy}});
+    return {{"head", h.head},
+            {"mean_entropy", h.mean_entropy},
+            {"empty_rows", h.empty_rows},
+            {"previous_token", finite_or_null(h.scores.previous_token)},
+            {"diagonal", finite_or_null(h.scores.diagonal)},
+            {"first_token", finite_or_null(h.scores.first_token)},
+            {"max_weight", finite_or_null(h.scores.max_weight)},
+            {"role", h.role.empty() ? nlohmann::json() : nlohmann::json(h.role)},
+            {"top", top}};
+}
 
 template <class T>
 std::string render_text_trace(const TraceContext& context, const std::vector<StageRecord<T>>& stages,
@@ -233,23 +254,7 @@ nlohmann::json trace_json(const TraceContext& context, const std::vector<StageRe
     doc["stages"] = std::move(list);
     nlohmann::json heads = nlohmann::json::array();
     if (row_stats) {
-        for (const auto& h : summarize_heads(*row_stats, SIZE_MAX)) {
-            nlohmann::json top = nlohmann::json::array();
-            for (const auto& t : h.top)
-                top.push_back({{"query", t.query},
-                               {"key", t.key < 0 ? nlohmann::json() : nlohmann::json(t.key)},
-                               {"weight", t.weight},
-                               {"entropy", t.entropy}});
-            heads.push_back({{"head", h.head},
-                             {"mean_entropy", h.mean_entropy},
-                             {"empty_rows", h.empty_rows},
-                             {"previous_token", finite_or_null(h.scores.previous_token)},
-                             {"diagonal", finite_or_null(h.scores.diagonal)},
-                             {"first_token", finite_or_null(h.scores.first_token)},
-                             {"max_weight", finite_or_null(h.scores.max_weight)},
-                             {"role", h.role.empty() ? nlohmann::json() : nlohmann::json(h.role)},
-                             {"top", top}});
-        }
+        for (const auto& h : summarize_heads(*row_stats, SIZE_MAX)) heads.push_back(head_summary_json(h));
     }
     doc["head_stats"] = std::move(heads);
     doc["empty_rows"] = empty_rows;

@@ -226,6 +226,7 @@ std::atomic<std::size_t> read_workers{1};  // set_read_threads
 }  // namespace
 
 void set_read_threads(std::size_t threads) noexcept { read_workers.store(std::max<std::size_t>(1, thread_count(threads))); }
+std::size_t read_threads() noexcept { return read_workers.load(); }
 
 void FileBytes::copy(std::size_t offset, std::size_t length, void* to) const {
     if (fd_ < 0) {

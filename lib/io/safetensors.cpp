@@ -24,6 +24,7 @@
 
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/io/file_bytes.hpp"
+#include "attntrace/tensor/threads.hpp"
 #include "half.hpp"
 
 namespace attntrace {
@@ -350,21 +351,25 @@ Header read_header(std::string_view bytes, const std::string& name) {
 
 
 
-// A tensor's ARRAY.size() items of DTYPE at byte OFFSET of BYTES into ARRAY: through FILE
-// (FileBytes::copy, pieces of 1 MiB to convert) when given, so a mapping is never touched.
+// COUNT items of DTYPE at byte OFFSET of BYTES converted into DST: through FILE (FileBytes::copy,
+// then pieces of 1 MiB to convert, by up to read_threads() workers from 4 MiB on) when given, so
+// a mapping is never touched.
 template <class T>
-void read_tensor_data(std::string_view bytes, const FileBytes* file, const StDType& dtype, std::size_t offset,
-                      Array<T>& array) {
-    if (!file) return convert(dtype, bytes.data() + offset, array.data(), array.size());
+void read_tensor_data(std::string_view bytes, const FileBytes* file, const StDType& dtype, std::size_t offset, T* dst,
+                      std::size_t count) {
+    if (!file) return convert(dtype, bytes.data() + offset, dst, count);
     const bool same = (dtype.kind == StKind::f32 && std::is_same_v<T, float>) ||
                       (dtype.kind == StKind::f64 && std::is_same_v<T, double>);
-    if (same && std::endian::native == std::endian::little)
-        return file->copy(offset, array.size() * sizeof(T), array.data());
-    const std::size_t piece = (std::size_t{1} << 20) / dtype.size * dtype.size;
-    T* dst = array.data();
-    file->for_each_chunk(offset, array.size() * dtype.size, piece, [&](const char* src, std::size_t n) {
-        convert(dtype, src, dst, n / dtype.size);
-        dst += n / dtype.size;
+    if (same && std::endian::native == std::endian::little) return file->copy(offset, count * sizeof(T), dst);
+    const std::size_t piece = (std::size_t{1} << 20) / dtype.size;  // items per piece
+    const std::size_t pieces = (count + piece - 1) / piece;
+    const std::size_t workers = count * dtype.size >= (std::size_t{4} << 20) ? read_threads() : 1;
+    parallel_for(pieces, workers, [&](std::size_t p, std::size_t) {
+        thread_local std::vector<char> staged;  // kept: its pages are not faulted in again
+        const std::size_t first = p * piece, n = std::min(piece, count - first);
+        staged.resize(std::max(staged.size(), n * dtype.size));
+        file->copy(offset + first * dtype.size, n * dtype.size, staged.data());
+        convert(dtype, staged.data(), dst + first, n);
     });
 }
 
@@ -377,7 +382,7 @@ std::map<std::string, Array<T>> parse_safetensors(std::string_view bytes, const 
     std::map<std::string, Array<T>> out;
     for (const Entry& e : header.entries) {
         auto array = Array<T>::from_shape(e.shape);
-        read_tensor_data(bytes, file, *e.dtype, header.data_start + e.begin, array);
+        read_tensor_data(bytes, file, *e.dtype, header.data_start + e.begin, array.data(), array.size());
         out.emplace(e.name, std::move(array));
     }
     return out;
@@ -400,8 +405,23 @@ Array<T> read_safetensors_tensor(std::string_view bytes, const SafetensorsIndex&
     if (it == index.tensors.end()) fail(index.file, "no tensor '" + tensor + "'");
     const SafetensorsIndex::Tensor& t = it->second;
     auto array = Array<T>::from_shape(t.shape);
-    read_tensor_data(bytes, file, *find_dtype(t.dtype), t.offset, array);
+    read_tensor_data(bytes, file, *find_dtype(t.dtype), t.offset, array.data(), array.size());
     return array;
+}
+
+template <class T>
+void read_safetensors_rows(std::string_view bytes, const SafetensorsIndex& index, const std::string& tensor,
+                           std::size_t r0, std::size_t r1, T* out, const FileBytes* file) {
+    const auto it = index.tensors.find(tensor);
+    if (it == index.tensors.end()) fail(index.file, "no tensor '" + tensor + "'");
+    const SafetensorsIndex::Tensor& t = it->second;
+    const std::size_t rows = t.shape.empty() ? 1 : t.shape[0];
+    if (r0 > r1 || r1 > rows)
+        fail(index.file, "tensor '" + tensor + "': rows [" + std::to_string(r0) + ", " + std::to_string(r1) +
+                             ") of " + std::to_string(rows));
+    const std::size_t row = rows ? *checked_element_count(t.shape) / rows : 0;
+    const StDType& dtype = *find_dtype(t.dtype);
+    read_tensor_data(bytes, file, dtype, t.offset + r0 * row * dtype.size, out, (r1 - r0) * row);
 }
 
 template <class T>
@@ -451,6 +471,10 @@ template std::map<std::string, Array<float>> parse_safetensors<float>(std::strin
 template std::map<std::string, Array<double>> parse_safetensors<double>(std::string_view, const std::string&, const FileBytes*);
 template Array<float> read_safetensors_tensor<float>(std::string_view, const SafetensorsIndex&, const std::string&, const FileBytes*);
 template Array<double> read_safetensors_tensor<double>(std::string_view, const SafetensorsIndex&, const std::string&, const FileBytes*);
+template void read_safetensors_rows<float>(std::string_view, const SafetensorsIndex&, const std::string&, std::size_t,
+                                           std::size_t, float*, const FileBytes*);
+template void read_safetensors_rows<double>(std::string_view, const SafetensorsIndex&, const std::string&, std::size_t,
+                                            std::size_t, double*, const FileBytes*);
 template std::map<std::string, Array<float>> load_safetensors<float>(const std::string&);
 template std::map<std::string, Array<double>> load_safetensors<double>(const std::string&);
 template std::string safetensors_bytes<float>(const std::map<std::string, Array<float>>&);

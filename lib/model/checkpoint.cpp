@@ -8,12 +8,15 @@
 #include <filesystem>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 
 #include "attntrace/io/file_bytes.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/tensor/numbers.hpp"
+#include "attntrace/tensor/threads.hpp"
 #include "checkpoint_files.hpp"
 #include "family.hpp"
+#include "model_tensors.hpp"
 
 namespace attntrace {
 
@@ -63,9 +66,7 @@ LayerConfig read_layer_config(const json& config, const std::string& source, std
     return c;
 }
 
-namespace {
-
-// The model's prefix ("transformer.", "model.", "" ...): what comes before STEM + ROLE in NAMES.
+// The model's prefix ("transformer.", "model.", "" ...): what comes before TAIL in NAMES.
 std::optional<std::string> find_prefix(const std::map<std::string, std::string>& names, const std::string& tail) {
     for (const auto& [name, file] : names) {
         if (name.size() < tail.size() || name.compare(name.size() - tail.size(), tail.size(), tail) != 0) continue;
@@ -75,9 +76,18 @@ std::optional<std::string> find_prefix(const std::map<std::string, std::string>&
     return std::nullopt;
 }
 
-}  // namespace
-
-namespace {
+StoredTensor resolve_tensor(CheckpointFiles& files, const std::string& dir, const std::string& prefix,
+                            const TensorSpec& spec) {
+    std::string name = prefix + spec.role;
+    if (!files.names().count(name) && !spec.alias.empty() && files.names().count(prefix + spec.alias))
+        name = prefix + spec.alias;
+    if (!files.names().count(name)) fail(dir, "missing tensor '" + name + "' " + spec.formula);
+    const SafetensorsIndex::Tensor& t = files.meta(name);
+    if (t.shape != spec.shape)
+        throw ShapeError(dir + ": " + name + " has shape " + shape_string(t.shape) + " but config.json gives " +
+                         spec.formula + " = " + shape_string(spec.shape));
+    return {spec.role, name, files.names().at(name), t.dtype, t.shape};
+}
 
 json read_config(const std::string& dir) {
     const std::string config_path = (fs::path(dir) / "config.json").string();
@@ -103,17 +113,11 @@ CheckpointLayer resolve_layer(const std::string& dir, const json& config, std::s
     if (!prefix)
         fail(dir, "no tensor '" + stem + specs.front().role + "' (with any prefix) for layer " + std::to_string(layer) +
                       " of this " + out.config.model_type + " checkpoint");
-    for (const TensorSpec& spec : specs) {
-        const std::string name = *prefix + stem + spec.role;
-        if (!out.files->names().count(name)) fail(dir, "missing tensor '" + name + "' " + spec.formula);
-        const SafetensorsIndex::Tensor& t = out.files->meta(name);
-        if (t.shape != spec.shape)
-            throw ShapeError(dir + ": " + name + " has shape " + shape_string(t.shape) + " but config.json gives " +
-                             spec.formula + " = " + shape_string(spec.shape));
-        out.tensors.push_back({spec.role, name, out.files->names().at(name), t.dtype, t.shape});
-    }
+    for (const TensorSpec& spec : specs) out.tensors.push_back(resolve_tensor(*out.files, dir, *prefix + stem, spec));
     return out;
 }
+
+namespace {
 
 const char* norm_name(NormKind n) {
     switch (n) {
@@ -214,71 +218,76 @@ std::string checkpoint_info(const std::string& path) {
 
 namespace {
 
-// Columns [C0, C1) of W (R, C), transposed: (C1 - C0, R). GPT-2's Conv1D stores (in, out).
-template <class T>
-Array<T> columns_transposed(const Array<T>& w, std::size_t c0, std::size_t c1) {
-    const std::size_t rows = w.shape()[0], cols = w.shape()[1];
-    Array<T> out = Array<T>::from_shape({c1 - c0, rows});
-    for (std::size_t c = c0; c < c1; ++c)
-        for (std::size_t r = 0; r < rows; ++r) out(c - c0, r) = w.data()[r * cols + c];
-    return out;
-}
-
-// Rows [R0, R1) of A (a matrix, or a vector's elements).
-template <class T>
-Array<T> row_block(const Array<T>& a, std::size_t r0, std::size_t r1) {
-    const std::size_t row = a.dimension() == 2 ? a.shape()[1] : 1;
-    Shape shape(a.shape().begin(), a.shape().end());
-    shape[0] = r1 - r0;
-    Array<T> out = Array<T>::from_shape(shape);
-    std::copy(a.data() + r0 * row, a.data() + r1 * row, out.data());
-    return out;
-}
-
-// NeoX / BLOOM fused rows (3E, ...) laid out per head as [q_h; k_h; v_h], each P rows: the
-// WHICH-th (0 q, 1 k, 2 v) block of every head, stacked: (H*P, ...). Works for the weight
-// (3E, E) and the bias (3E).
-template <class T>
-Array<T> head_interleaved(const Array<T>& fused, std::size_t heads, std::size_t p, std::size_t which) {
-    const std::size_t row = fused.dimension() == 2 ? fused.shape()[1] : 1;
-    Shape shape(fused.shape().begin(), fused.shape().end());
-    shape[0] = heads * p;
-    Array<T> out = Array<T>::from_shape(shape);
-    for (std::size_t h = 0; h < heads; ++h) {
-        const T* src = fused.data() + (h * 3 * p + which * p) * row;
-        std::copy(src, src + p * row, out.data() + h * p * row);
-    }
-    return out;
-}
-
-// The part of STORED that feeds SPEC.feeds[WHICH], in the core's (out, in) layout.
-template <class T>
-Array<T> part_of(const Array<T>& stored, const TensorSpec& spec, std::size_t which, const LayerConfig& c) {
+// The shape of one of the parts of a stored tensor of SHAPE that SPEC splits, in the core's
+// (out, in) layout (or (out) for a bias).
+Shape part_shape(const Shape& shape, const TensorSpec& spec) {
     const std::size_t parts = spec.feeds.size();
-    if (spec.fused == Fused::per_head) return head_interleaved(stored, c.heads, c.head_dim, which);
-    if (spec.stored == Stored::conv1d && stored.dimension() == 2) {  // (in, out): columns, transposed
-        const std::size_t out = stored.shape()[1] / parts;
-        return columns_transposed(stored, which * out, (which + 1) * out);
-    }
-    const std::size_t out = stored.shape()[0] / parts;
-    return row_block(stored, which * out, (which + 1) * out);
+    if (spec.stored == Stored::conv1d && shape.size() == 2) return {shape[1] / parts, shape[0]};
+    Shape s = shape;
+    s[0] /= parts;
+    return s;
 }
 
+// Columns [C0, C1) of W (ROWS, COLS), transposed into OUT (C1 - C0, ROWS), in 32 x 32 tiles so that
+// both sides stay in cache. GPT-2's Conv1D stores (in, out).
 template <class T>
-void put(LayerWeights<T>& w, Canonical param, Array<T> a) {
+void columns_transposed(const T* w, std::size_t rows, std::size_t cols, std::size_t c0, std::size_t c1, T* out) {
+    constexpr std::size_t tile = 32;
+    for (std::size_t r0 = 0; r0 < rows; r0 += tile)
+        for (std::size_t t0 = c0; t0 < c1; t0 += tile)
+            for (std::size_t c = t0; c < std::min(c1, t0 + tile); ++c)
+                for (std::size_t r = r0; r < std::min(rows, r0 + tile); ++r) out[(c - c0) * rows + r] = w[r * cols + c];
+}
+
+// The part of STORED that feeds SPEC.feeds[WHICH], in the core's (out, in) layout, into OUT. NeoX /
+// BLOOM fused rows (3E, ...) are laid out per head as [q_h; k_h; v_h], each P rows: the WHICH-th
+// block of every head, stacked (H*P, ...); Conv1D's columns are transposed; else a block of rows.
+template <class T>
+void part_into(const Array<T>& stored, const TensorSpec& spec, std::size_t which, const LayerConfig& c, T* out) {
+    const std::size_t parts = spec.feeds.size();
+    const std::size_t row = stored.dimension() == 2 ? stored.shape()[1] : 1;
+    if (spec.fused == Fused::per_head) {
+        const std::size_t p = c.head_dim;
+        for (std::size_t h = 0; h < c.heads; ++h) {
+            const T* src = stored.data() + (h * 3 * p + which * p) * row;
+            std::copy(src, src + p * row, out + h * p * row);
+        }
+        return;
+    }
+    if (spec.stored == Stored::conv1d && stored.dimension() == 2) {  // (in, out): columns, transposed
+        const std::size_t part = stored.shape()[1] / parts;
+        return columns_transposed(stored.data(), stored.shape()[0], stored.shape()[1], which * part, (which + 1) * part, out);
+    }
+    const std::size_t n = stored.shape()[0] / parts * row;
+    std::copy(stored.data() + which * n, stored.data() + (which + 1) * n, out);
+}
+
+// Where PARAM of W is read to: its array when it already has SHAPE (the previous layer's, whose
+// pages are present), else a new one.
+template <class T>
+T* slot(LayerWeights<T>& w, Canonical param, const Shape& shape) {
+    auto fit = [&](std::optional<Array<T>>& a) {
+        if (!a || shape_of(*a) != shape) a = Array<T>::from_shape(shape);
+        return a->data();
+    };
+    auto fit_array = [&](Array<T>& a) {
+        if (shape_of(a) != shape) a = Array<T>::from_shape(shape);
+        return a.data();
+    };
     switch (param) {
-    case Canonical::w_q: w.attn.w_q = std::move(a); return;
-    case Canonical::b_q: w.attn.b_q = std::move(a); return;
-    case Canonical::w_k: w.attn.w_k = std::move(a); return;
-    case Canonical::b_k: w.attn.b_k = std::move(a); return;
-    case Canonical::w_v: w.attn.w_v = std::move(a); return;
-    case Canonical::b_v: w.attn.b_v = std::move(a); return;
-    case Canonical::w_o: w.attn.w_o = std::move(a); return;
-    case Canonical::b_o: w.attn.b_o = std::move(a); return;
-    case Canonical::norm_weight: w.norm_weight = std::move(a); return;
-    case Canonical::norm_bias: w.norm_bias = std::move(a); return;
-    case Canonical::q_norm: w.q_norm = std::move(a); return;
-    case Canonical::k_norm: w.k_norm = std::move(a); return;
+    case Canonical::w_q: return fit_array(w.attn.w_q);
+    case Canonical::b_q: return fit(w.attn.b_q);
+    case Canonical::w_k: return fit_array(w.attn.w_k);
+    case Canonical::b_k: return fit(w.attn.b_k);
+    case Canonical::w_v: return fit_array(w.attn.w_v);
+    case Canonical::b_v: return fit(w.attn.b_v);
+    case Canonical::w_o: return fit(w.attn.w_o);
+    case Canonical::b_o: return fit(w.attn.b_o);
+    case Canonical::norm_weight: return fit(w.norm_weight);
+    case Canonical::norm_bias: return fit(w.norm_bias);
+    case Canonical::q_norm: return fit(w.q_norm);
+    case Canonical::k_norm: return fit(w.k_norm);
+    default: throw std::logic_error("not an attention parameter");  // attention_tensors never feeds one
     }
 }
 
@@ -289,10 +298,10 @@ bool is_norm(Canonical p) {
 }  // namespace
 
 template <class T>
-LayerWeights<T> load_layer_weights(const CheckpointLayer& layer) {
-    LayerWeights<T> w;
+void load_layer_weights(const CheckpointLayer& layer, LayerWeights<T>& w) {
     w.attn.scheme = layer.config.model_type;
     w.attn.source = layer.dir;
+    w.attn.names.clear();
     const std::vector<TensorSpec> specs = layer.config.family->attention_tensors(layer.config);
     // The projections first, then the norms: the order the trace lists the names in.
     for (const bool norms : {false, true})
@@ -301,13 +310,23 @@ LayerWeights<T> load_layer_weights(const CheckpointLayer& layer) {
             const auto stored = std::find_if(layer.tensors.begin(), layer.tensors.end(),
                                              [&](const StoredTensor& t) { return t.role == spec.role; });
             w.attn.names.push_back(stored->name);
-            Array<T> a = layer.files->template read<T>(stored->name);
             if (spec.feeds.size() == 1 && spec.stored == Stored::linear) {
-                put(w, spec.feeds.front(), std::move(a));
+                layer.files->read_into(stored->name, slot(w, spec.feeds.front(), stored->shape));
                 continue;
             }
-            for (std::size_t i = 0; i < spec.feeds.size(); ++i) put(w, spec.feeds[i], part_of(a, spec, i, layer.config));
+            const Array<T> a = layer.files->template read<T>(stored->name);
+            std::vector<T*> parts;
+            for (const Canonical param : spec.feeds) parts.push_back(slot(w, param, part_shape(stored->shape, spec)));
+            parallel_for(parts.size(), read_threads(), [&](std::size_t i, std::size_t) {
+                part_into(a, spec, i, layer.config, parts[i]);  // q, k and v on the read workers
+            });
         }
+}
+
+template <class T>
+LayerWeights<T> load_layer_weights(const CheckpointLayer& layer) {
+    LayerWeights<T> w;
+    load_layer_weights(layer, w);
     return w;
 }
 
@@ -338,5 +357,7 @@ template PositionStages<float> positions_for_layer<float>(const LayerConfig&, co
 template PositionStages<double> positions_for_layer<double>(const LayerConfig&, const LayerWeights<double>&, bool);
 template LayerWeights<float> load_layer_weights<float>(const CheckpointLayer&);
 template LayerWeights<double> load_layer_weights<double>(const CheckpointLayer&);
+template void load_layer_weights<float>(const CheckpointLayer&, LayerWeights<float>&);
+template void load_layer_weights<double>(const CheckpointLayer&, LayerWeights<double>&);
 
 }  // namespace attntrace

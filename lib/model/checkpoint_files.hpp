@@ -32,6 +32,22 @@ public:
         return out;
     }
 
+    // All of NAME converted to T into OUT (its element count), its pages dropped once read.
+    template <class T>
+    void read_into(const std::string& name, T* out) {
+        const Shard& s = shard(name);
+        const SafetensorsIndex::Tensor& t = s.index.tensors.at(name);
+        read_safetensors_rows<T>(s.bytes.bytes(), s.index, name, 0, t.shape.empty() ? 1 : t.shape[0], out, &s.bytes);
+        s.bytes.release(t.offset, t.nbytes);
+    }
+
+    // Rows [R0, R1) of NAME converted to T into OUT: a block of an embedding table or LM head.
+    template <class T>
+    void read_rows(const std::string& name, std::size_t r0, std::size_t r1, T* out) {
+        const Shard& s = shard(name);
+        read_safetensors_rows<T>(s.bytes.bytes(), s.index, name, r0, r1, out, &s.bytes);
+    }
+
 private:
     struct Shard {
         FileBytes bytes;

@@ -50,6 +50,23 @@ V typed(const ConfigReader& r, const char* key, V fallback, IsKind is_kind, cons
 
 }  // namespace
 
+std::size_t ConfigReader::count_or(const char* key, std::size_t fallback) const {
+    return find(key) ? count(key) : fallback;
+}
+
+std::optional<std::size_t> ConfigReader::index(const char* key) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_number_integer() || v->get<std::int64_t>() < 0)
+        config_error(source, "config key '" + std::string(key) + "' must be a non-negative integer, not " + v->dump());
+    values[key] = *v;
+    return v->get<std::size_t>();
+}
+
+std::string ConfigReader::text(const char* key, const std::string& fallback) const {
+    return typed(*this, key, fallback, [](const json& v) { return v.is_string(); }, "a string");
+}
+
 double ConfigReader::number(const char* key, double fallback) const {
     return typed(*this, key, fallback, [](const json& v) { return v.is_number(); }, "a number");
 }

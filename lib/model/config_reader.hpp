@@ -29,6 +29,12 @@ struct ConfigReader {
     std::optional<std::size_t> count_of(std::initializer_list<const char*> keys) const;
     // The first of KEYS present (a count); none present: an error naming the first.
     std::size_t any_count(std::initializer_list<const char*> keys) const;
+    // A positive integer under KEY, FALLBACK when absent.
+    std::size_t count_or(const char* key, std::size_t fallback) const;
+    // A non-negative integer under KEY (a token id), nullopt when absent or null.
+    std::optional<std::size_t> index(const char* key) const;
+    // A string under KEY, FALLBACK when absent.
+    std::string text(const char* key, const std::string& fallback) const;
     // A number under KEY, FALLBACK when absent.
     double number(const char* key, double fallback) const;
     // true or false under KEY, FALLBACK when absent.

@@ -2,10 +2,12 @@
 // A model family, described once: how its config.json reads, where its layer's tensors are and
 // what shapes they have, and which of the core's canonical parameters each stored tensor feeds,
 // the way llama.cpp has one build function per architecture. Each family is one file,
-// lib/model/family_<name>.cpp, and one line of the registry, families.cpp; checkpoint.cpp reads
-// any of them through this interface alone. Internal to lib/model.
+// lib/model/family_<name>.cpp, and one line of the registry, families.cpp; checkpoint.cpp (one
+// layer's attention) and model.cpp (the whole model) read any of them through this interface
+// alone. Internal to lib/model.
 //
-// Legend: E hidden size, H heads, G kv heads, P head dim.
+// Legend: E hidden size, H heads, G kv heads, P head dim, I MLP size, V vocabulary, T position
+// table rows.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -14,12 +16,26 @@
 #include <vector>
 
 #include "attntrace/model/checkpoint.hpp"
+#include "attntrace/model/model.hpp"
 #include "config_reader.hpp"
 
 namespace attntrace {
 
-// The core's canonical parameters of a layer (LayerWeights, params.hpp).
-enum class Canonical : std::uint8_t { w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, norm_weight, norm_bias, q_norm, k_norm };
+// What a stored tensor feeds: the core's canonical parameters of a layer (LayerWeights,
+// params.hpp), then the rest of the block (BlockWeights, model_tensors.hpp), then what surrounds
+// the blocks (model_tensors.hpp).
+enum class Canonical : std::uint8_t {
+    w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, norm_weight, norm_bias, q_norm, k_norm,
+    mlp_norm_weight, mlp_norm_bias,  // the norm whose output the MLP reads (BERT: after attention's residual)
+    out_norm_weight, out_norm_bias,  // BERT's norm after the MLP's residual
+    fc_in, fc_in_bias,               // the MLP's first linear (I, E): c_fc, dense_h_to_4h, up_proj
+    fc_gate, fc_gate_bias,           // gated MLPs: gate_proj (I, E)
+    fc_out, fc_out_bias,             // (E, I): c_proj, dense_4h_to_h, down_proj
+    token_embedding, position_embedding, token_type_embedding, embed_norm_weight, embed_norm_bias,
+    final_norm_weight, final_norm_bias,
+    head_dense, head_dense_bias, head_norm_weight, head_norm_bias,  // the MLM head's transform
+    head_decoder, head_bias,         // the head's (V, E) and (V)
+};
 
 // How a stored weight is laid out.
 enum class Stored : std::uint8_t {
@@ -42,6 +58,7 @@ struct TensorSpec {
     std::vector<Canonical> feeds;  // one parameter; q, k, v (or their biases) when fused
     Stored stored = Stored::linear;
     Fused fused = Fused::none;
+    std::string alias{};           // another name the tensor may be saved under ("" none)
 };
 
 class Family {
@@ -61,6 +78,19 @@ public:
     // Layer C's attention tensors, its pre-attention norm included, the first one always present.
     virtual std::vector<TensorSpec> attention_tensors(const LayerConfig& c) const = 0;
     const std::string& projections_note() const { return projections_note_; }
+
+    // ---- the whole model (model.hpp) ----
+    // What surrounds the layers, from the config: M's sizes (E, H, G, P) and layers are read.
+    virtual void read_model(const ConfigReader& r, ModelConfig& m) const = 0;
+    // The embeddings, after the model's prefix, the token embedding (V, E) first.
+    virtual std::vector<TensorSpec> embedding_tensors(const ModelConfig& m) const = 0;
+    // A layer's tensors besides attention_tensors, after its stem: the MLP and its norms.
+    virtual std::vector<TensorSpec> block_tensors(const ModelConfig& m) const = 0;
+    // The final norm, after the model's prefix (none for BERT).
+    virtual std::vector<TensorSpec> final_tensors(const ModelConfig& m) const = 0;
+    // The head, by full name (it lives outside the base model: "lm_head.weight"), the decoder
+    // (V, E) left out when tied; the first tensor tells whether a masked-LM head was saved.
+    virtual std::vector<TensorSpec> head_tensors(const ModelConfig& m) const = 0;
 
 private:
     std::string stem_;
@@ -104,7 +134,35 @@ void add_linear(std::vector<TensorSpec>& specs, const LinearSpec& linear);
 // "attention."): LayerNorm input_layernorm, query_key_value (3E, E) per head, dense (E, E).
 std::vector<TensorSpec> fused_per_head_tensors(const LayerConfig& c, const std::string& attention);
 
-// Appends a norm NAME: NAME.weight (E), and NAME.bias (E) for a LayerNorm (WITH_BIAS).
-void add_norm(std::vector<TensorSpec>& specs, const std::string& name, std::size_t e, bool with_bias);
+// Appends a norm NAME: NAME.weight (E) feeding WEIGHT, and NAME.bias (E) feeding BIAS for a
+// LayerNorm (WITH_BIAS).
+void add_norm(std::vector<TensorSpec>& specs, const std::string& name, std::size_t e, bool with_bias,
+              Canonical weight = Canonical::norm_weight, Canonical bias = Canonical::norm_bias);
+
+// The MLP's linears: NAME_IN (I, E) feeding fc_in, NAME_OUT (E, I) feeding fc_out, with biases
+// when BIAS (Conv1D's (E, I) / (I, E) when STORED is conv1d).
+void add_mlp(std::vector<TensorSpec>& specs, const std::string& name_in, const std::string& name_out,
+             const ModelConfig& m, bool bias, Stored stored = Stored::linear);
+
+// NeoX's and BLOOM's MLP: LayerNorm post_attention_layernorm, mlp.dense_h_to_4h (I, E) and
+// mlp.dense_4h_to_h (E, I), with biases.
+std::vector<TensorSpec> dense_4h_mlp_tensors(const ModelConfig& m);
+
+// The final norm NAME (E), with NAME.bias for a LayerNorm (M.norm).
+std::vector<TensorSpec> final_norm_tensors(const std::string& name, const ModelConfig& m);
+
+// A causal LM's head NAME.weight (V, E); none when tied to the token embeddings.
+std::vector<TensorSpec> lm_head_tensors(const std::string& name, const ModelConfig& m);
+
+// The (V, E) token embedding (or another table) NAME feeding WHAT; ROWS rows, spelt FORMULA.
+TensorSpec table_spec(const std::string& name, std::size_t rows, const std::string& formula, std::size_t e,
+                      Canonical what);
+
+// The activation named by config key KEY (FALLBACK when absent); an unknown name is an error.
+Activation read_activation(const ConfigReader& r, const char* key, const char* fallback);
+
+// The config's special token ids (bos, eos, pad, unk, sep, cls, mask *_token_id) into M, and
+// bos_token_id / mask_token_id where present.
+void read_special_ids(const ConfigReader& r, ModelConfig& m);
 
 }  // namespace attntrace

@@ -1,6 +1,9 @@
 // GPT-2 (transformers models/gpt2/modeling_gpt2.py, GPT2Attention and GPT2Block): LayerNorm ln_1,
 // q/k/v in one Conv1D c_attn (E, 3E) stored (in, out), causal, the score scale switched by
 // scale_attn_weights and divided by layer + 1 under scale_attn_by_inverse_layer_idx.
+// The model (GPT2Model, GPT2LMHeadModel): wte + wpe (n_positions rows), pre-norm blocks with
+// GPT2MLP (Conv1D c_fc (E, I), activation_function, Conv1D c_proj (I, E); I = n_inner or 4E),
+// ln_f, lm_head tied to wte unless tie_word_embeddings is false.
 #include <cmath>
 
 #include "family.hpp"
@@ -34,6 +37,33 @@ public:
         add_linear(s, {"attn.c_proj", {e, e}, "(E, E)", {w_o}, {b_o}, true, Stored::conv1d});
         return s;
     }
+
+    void read_model(const ConfigReader& r, ModelConfig& m) const override {
+        m.vocab = r.count_or("vocab_size", 50257);
+        m.intermediate = r.count_of({"n_inner"}).value_or(4 * m.hidden);
+        m.activation = read_activation(r, "activation_function", "gelu_new");
+        m.norm = NormKind::layer_norm;
+        m.norm_eps = r.number("layer_norm_epsilon", 1e-5);
+        m.embedding = Embedding::tokens_positions;
+        m.max_length = r.count_or("n_positions", 1024);
+        m.tied = r.flag("tie_word_embeddings", true);
+    }
+
+    std::vector<TensorSpec> embedding_tensors(const ModelConfig& m) const override {
+        return {table_spec("wte.weight", m.vocab, "(V, E)", m.hidden, Canonical::token_embedding),
+                table_spec("wpe.weight", *m.max_length, "(n_positions, E)", m.hidden, Canonical::position_embedding)};
+    }
+
+    std::vector<TensorSpec> block_tensors(const ModelConfig& m) const override {
+        std::vector<TensorSpec> s;
+        add_norm(s, "ln_2", m.hidden, true, Canonical::mlp_norm_weight, Canonical::mlp_norm_bias);
+        add_mlp(s, "mlp.c_fc", "mlp.c_proj", m, true, Stored::conv1d);
+        return s;
+    }
+
+    std::vector<TensorSpec> final_tensors(const ModelConfig& m) const override { return final_norm_tensors("ln_f", m); }
+
+    std::vector<TensorSpec> head_tensors(const ModelConfig& m) const override { return lm_head_tensors("lm_head", m); }
 };
 
 }  // namespace

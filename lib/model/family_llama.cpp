@@ -7,6 +7,13 @@
 //                   the layers layer_types marks "sliding_attention" (by default those from
 //                   max_window_layers on)
 //   q/k norm        qwen3: RMSNorm over P of each q and k head, before the rotary
+//   MLP biases      llama: mlp_bias; the others: none
+// The model (LlamaModel, LlamaForCausalLM and copies): embed_tokens, pre-norm blocks with the
+// gated MLP down_proj(act(gate_proj x) * up_proj x) (hidden_act, silu by default),
+// post_attention_layernorm before it, the final RMSNorm `norm`, lm_head (tied when
+// tie_word_embeddings, false by default). No position table: rotary positions have no limit.
+// Mistral's sliding_window is 4096 when config.json does not name it (MistralConfig), none when
+// it is null.
 #include "family.hpp"
 
 namespace attntrace {
@@ -28,6 +35,19 @@ std::optional<std::size_t> qwen_window(const ConfigReader& r, std::size_t layer)
     return static_cast<double>(layer) >= first ? std::optional(window) : std::nullopt;
 }
 
+// Mistral: sliding_window, 4096 when the key is absent (MistralConfig's default), none when null.
+std::optional<std::size_t> mistral_window(const ConfigReader& r) {
+    if (!r.config.contains("sliding_window")) return 4096;
+    return r.find("sliding_window") ? std::optional(r.count("sliding_window")) : std::nullopt;
+}
+
+// The default vocabulary and MLP sizes of each model_type's configuration class.
+std::pair<std::size_t, std::size_t> default_sizes(const std::string& type) {
+    if (type == "llama") return {32000, 11008};
+    if (type == "mistral") return {32000, 14336};
+    return {151936, 22016};  // qwen2, qwen3
+}
+
 class Llama final : public Family {
 public:
     Llama() : Family("layers.") {}
@@ -45,7 +65,7 @@ public:
         c.causal = true;
         const auto [theta, scaling] = read_rope(r, 10000.0);
         c.rotary = Rotary{RotaryStyle::half, c.head_dim, rope_inv_freq(c.head_dim, theta, scaling)};
-        if (c.model_type == "mistral" && r.find("sliding_window")) c.window = r.count("sliding_window");
+        if (c.model_type == "mistral") c.window = mistral_window(r);
         if (c.model_type == "qwen2" || c.model_type == "qwen3") c.window = qwen_window(r, c.layer);
         c.qk_norm = c.model_type == "qwen3";
         // LlamaAttention: bias=config.attention_bias on all four; Qwen2: q/k/v True, o_proj False;
@@ -70,6 +90,36 @@ public:
         }
         return s;
     }
+
+    void read_model(const ConfigReader& r, ModelConfig& m) const override {
+        const auto [vocab, intermediate] = default_sizes(m.model_type);
+        m.vocab = r.count_or("vocab_size", vocab);
+        m.intermediate = r.count_or("intermediate_size", intermediate);
+        m.activation = read_activation(r, "hidden_act", "silu");
+        m.mlp = Mlp::gated;
+        m.mlp_bias = m.model_type == "llama" && r.flag("mlp_bias", false);
+        m.norm = NormKind::rms_norm;
+        m.norm_eps = r.number("rms_norm_eps", 1e-6);
+        m.tied = r.flag("tie_word_embeddings", false);
+    }
+
+    std::vector<TensorSpec> embedding_tensors(const ModelConfig& m) const override {
+        return {table_spec("embed_tokens.weight", m.vocab, "(V, E)", m.hidden, Canonical::token_embedding)};
+    }
+
+    std::vector<TensorSpec> block_tensors(const ModelConfig& m) const override {
+        using enum Canonical;
+        const std::size_t e = m.hidden, i = m.intermediate;
+        std::vector<TensorSpec> s;
+        add_norm(s, "post_attention_layernorm", e, false, mlp_norm_weight);
+        add_linear(s, {"mlp.gate_proj", {i, e}, "(I, E)", {fc_gate}, {fc_gate_bias}, m.mlp_bias});
+        add_mlp(s, "mlp.up_proj", "mlp.down_proj", m, m.mlp_bias);
+        return s;
+    }
+
+    std::vector<TensorSpec> final_tensors(const ModelConfig& m) const override { return final_norm_tensors("norm", m); }
+
+    std::vector<TensorSpec> head_tensors(const ModelConfig& m) const override { return lm_head_tensors("lm_head", m); }
 };
 
 }  // namespace

@@ -154,6 +154,20 @@ std::string Tokenizer::decode(const std::vector<std::uint32_t>& ids) const {
 }
 
 std::size_t Tokenizer::vocab_size() const { return impl_->vocab.total_size(); }
+
+std::optional<std::string> Tokenizer::id_to_token(std::uint32_t id) const {
+    const auto t = impl_->vocab.token(id);
+    return t ? std::optional<std::string>(*t) : std::nullopt;
+}
+
+std::optional<std::uint32_t> Tokenizer::token_to_id(std::string_view token) const { return impl_->vocab.token_id(token); }
+
+std::vector<std::uint32_t> Tokenizer::special_ids() const {
+    std::vector<std::uint32_t> out;
+    for (const AddedToken& a : impl_->vocab.added)
+        if (a.special) out.push_back(a.id);
+    return out;
+}
 const std::string& Tokenizer::file() const { return impl_->file; }
 
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -16,7 +16,9 @@ The cases are issue 14's table, each at every thread count given:
            the L x L weights, 32 GiB)
   start-up the atcold example (`sdpa` on data/atcold with --trace values), median of 101 runs
            by hyperfine when installed (else 21 from Python), next to /bin/true's
-all with E=512, H=8, float32.
+all with E=512, H=8, float32; and issue 27's whole model (tests/bench/model_bench.py): a
+GPT-2-small-shaped random checkpoint, L=256, every layer and the logits, `attntrace model` as a
+whole process against the same forward in PyTorch float32 eager (--model-only runs it alone).
 
 For every case it measures the median wall time of attntrace's WHOLE process (load the .npy and
 the .safetensors params, compute, write the output and the weights), and PyTorch's warm compute
@@ -63,6 +65,8 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "goldens"))
 import st  # noqa: E402  the project's .safetensors writer and reader
+sys.path.insert(0, os.path.join(ROOT, "tests", "bench"))
+import model_bench  # noqa: E402  issue 27's whole-model case
 
 E, HEADS = 512, 8
 WRONG = 1e-3  # max |attntrace - PyTorch| above which a run is reported as wrong
@@ -553,6 +557,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5, help="runs per measurement; the median is reported (default: 5)")
     ap.add_argument("--quick", action="store_true", help="no scaling sweep")
     ap.add_argument("--tokenizers-only", action="store_true", help="only the tokenizer section (attntrace tokenize vs node)")
+    ap.add_argument("--model-only", action="store_true", help="only the whole-model case (attntrace model vs PyTorch eager)")
     ap.add_argument("--skip-long", action="store_true", help="skip L=32768 (and L > 8192 in the sweep)")
     ap.add_argument("--json", help="also write the results JSON here (always written into the work folder)")
     ap.add_argument("--markdown", help="also write the Markdown table here")
@@ -577,6 +582,11 @@ def main():
     for t in threads:
         print(f"ceilings at {plural(t)}: sgemm {ceilings[0][t]:.1f} GFLOP/s"
               + (f"; memory GB/s {ceilings[1][t]}" if t in ceilings[1] else ""), flush=True)
+    model_rows = model_bench.model_bench(args.build, work, threads, args.python, args.reps, ceilings[0],
+                                         bench.torch_envs, bench.torch_version)
+    print("\n" + model_bench.markdown(model_rows) + "\n", flush=True)
+    if args.model_only:
+        return
 
     rows = []
     for key, label, b, l, need_weights, kernels, notes in CASES:
@@ -601,6 +611,7 @@ def main():
     result = {"torch": bench.torch_version, "python": args.python, "cpu": cpu_model(), "cores": cores,
               "openblas_core": bench.core, "attntrace_core": bench.better, "threads": threads,
               "sgemm_gflops": ceilings[0], "memory_gbs": ceilings[1], "rows": rows, "sweep": sweep_rows,
+              "model": model_rows,
               "wrong": bench.wrong}
     for path in [os.path.join(work, "results.json")] + ([args.json] if args.json else []):
         with open(path, "w") as f:

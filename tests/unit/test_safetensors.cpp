@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attntrace/tensor/errors.hpp"
+#include "attntrace/io/file_bytes.hpp"
 #include "attntrace/io/safetensors.hpp"
 #include "attntrace/io/tensor_io.hpp"
 #include "test_helpers.hpp"
@@ -20,6 +21,12 @@ namespace fs = std::filesystem;
 using attntrace::Array;
 using attntrace::InputError;
 using attntrace::Shape;
+using attntrace::FileBytes;
+using attntrace::SafetensorsIndex;
+using attntrace::index_safetensors;
+using attntrace::read_safetensors_rows;
+using attntrace::read_safetensors_tensor;
+using attntrace::set_read_threads;
 using namespace attntrace::testing;
 using nlohmann::json;
 
@@ -241,4 +248,39 @@ TEST_CASE("index_safetensors reads the header only; read_safetensors_tensor conv
     check_equal(got, expected, "b.weight");
     CHECK_THROWS_WITH_AS(attntrace::read_safetensors_tensor<float>(bytes, index, "nope"),
                          "mem.safetensors: no tensor 'nope'", InputError);
+}
+
+TEST_CASE("rows read alone are the whole tensor's rows, and a bf16 tensor converts the same on 1 and 3 read workers") {
+    TempDir dir;
+    // a (1500, 1024) bf16 tensor: 3 MB, over the 2 MiB from which the read is split; and a vector
+    const std::size_t rows = 1500, cols = 1024;
+    std::string data(rows * cols * 2, '\0');
+    for (std::size_t i = 0; i < rows * cols; ++i) {
+        const std::uint16_t bits = static_cast<std::uint16_t>(0x3c00 + (i * 2654435761u >> 20) % 0x0800);  // finite
+        data[2 * i] = static_cast<char>(bits & 0xff), data[2 * i + 1] = static_cast<char>(bits >> 8);
+    }
+    std::string header = R"({"t":{"dtype":"BF16","shape":[1500,1024],"data_offsets":[0,)" + std::to_string(data.size()) +
+                         R"(]},"v":{"dtype":"BF16","shape":[4],"data_offsets":[)" + std::to_string(data.size()) + "," +
+                         std::to_string(data.size() + 8) + "]}}";
+    header.append((8 - header.size() % 8) % 8, ' ');
+    std::string file(8, '\0');
+    for (std::size_t i = 0; i < 8; ++i) file[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    file += header + data + std::string("\x80\x3f\x00\x40\x40\x40\x80\x40", 8);  // 1, 2, 3, 4
+    write_file(dir / "m.safetensors", file);
+    const FileBytes bytes = FileBytes::open(dir / "m.safetensors");
+    const SafetensorsIndex index = index_safetensors(bytes.bytes(), "m.safetensors");
+    set_read_threads(1);
+    const Array<float> one = read_safetensors_tensor<float>(bytes.bytes(), index, "t", &bytes);
+    set_read_threads(3);
+    const Array<float> three = read_safetensors_tensor<float>(bytes.bytes(), index, "t", &bytes);
+    set_read_threads(1);
+    check_equal(three, one, "3 read workers vs 1");
+    std::vector<double> block((700 - 13) * cols);
+    read_safetensors_rows<double>(bytes.bytes(), index, "t", 13, 700, block.data(), &bytes);
+    for (std::size_t i = 0; i < block.size(); ++i) REQUIRE(block[i] == double(one.data()[13 * cols + i]));
+    std::vector<float> v(2);
+    read_safetensors_rows<float>(bytes.bytes(), index, "v", 2, 4, v.data(), &bytes);
+    CHECK(v == std::vector<float>{3, 4});
+    CHECK(error_of<InputError>([&] { read_safetensors_rows<float>(bytes.bytes(), index, "v", 3, 5, v.data(), &bytes); }) ==
+          "m.safetensors: tensor 'v': rows [3, 5) of 4");
 }

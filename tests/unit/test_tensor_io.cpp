@@ -636,7 +636,7 @@ TEST_CASE("ensure_not_an_input allows other files, new files, stdout and stdin")
 
 // ---- reading a mapped file's data with pread ------------------------------------------------------
 
-TEST_CASE("FileBytes::copy and for_each_chunk give the file's bytes, and a file that shrank is an InputError") {
+TEST_CASE("FileBytes::copy gives the file's bytes, and a file that shrank is an InputError") {
     TempDir dir;
     std::string bytes(3 * 1024 * 1024 + 17, '\0');  // over the 1 MiB pieces, not a multiple of them
     for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 13);
@@ -646,14 +646,6 @@ TEST_CASE("FileBytes::copy and for_each_chunk give the file's bytes, and a file 
     std::string copied(bytes.size() - 100, '\0');
     file.copy(50, copied.size(), copied.data());
     CHECK(copied == bytes.substr(50, copied.size()));
-    std::string pieces;
-    std::size_t calls = 0;
-    file.for_each_chunk(7, bytes.size() - 7, std::size_t{1} << 20, [&](const char* p, std::size_t n) {
-        pieces.append(p, n);
-        ++calls;
-    });
-    CHECK(pieces == bytes.substr(7));
-    CHECK(calls == 4);  // 3 MiB + 10 bytes in 1 MiB pieces
     fs::resize_file(dir / "big.bin", 1000);
     CHECK(error_of<InputError>([&] { file.copy(0, 2000, copied.data()); }) ==
           dir / "big.bin" + ": the file shrank while it was read");

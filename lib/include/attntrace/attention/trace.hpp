@@ -66,6 +66,12 @@ struct HeadSummary {
 };
 std::vector<HeadSummary> summarize_heads(const RowStats& stats, std::size_t max_queries);
 
+// One head of the JSON trace's "head_stats" (fields below, at trace_json).
+nlohmann::json head_summary_json(const HeadSummary& head);
+
+// "previous_token 0.912  diagonal 0.050  first_token 0.020  max_weight 0.930" ("-" for a NaN).
+std::string head_scores_text(const HeadScores& scores);
+
 // Everything about a run that is not a stage: the first line of the text trace, and the
 // "command", "options", "inputs" and "outputs" members of the JSON trace.
 struct TraceContext {

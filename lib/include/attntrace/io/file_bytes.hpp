@@ -39,23 +39,6 @@ public:
     // Throws InputError when the file shrank or cannot be read.
     void copy(std::size_t offset, std::size_t length, void* to) const;
 
-    // Calls USE(bytes, count) on [OFFSET, OFFSET + LENGTH) in order, in pieces of at most CHUNK
-    // bytes read as copy() reads them (or the slice itself when the bytes are in memory): for
-    // converting a tensor without touching the mapping.
-    template <class Use>
-    void for_each_chunk(std::size_t offset, std::size_t length, std::size_t chunk, Use&& use) const {
-        if (fd_ < 0) {
-            use(data_ + offset, length);
-            return;
-        }
-        std::string piece(std::min(chunk, length), '\0');
-        for (std::size_t done = 0; done < length; done += piece.size()) {
-            const std::size_t n = std::min(piece.size(), length - done);
-            copy(offset + done, n, piece.data());
-            use(static_cast<const char*>(piece.data()), n);
-        }
-    }
-
     // Drops the pages of bytes [OFFSET, OFFSET + LENGTH) from memory when the file is mapped (they
     // are read again from the file if touched): a tensor converted once need not stay resident.
     void release(std::size_t offset, std::size_t length) const;
@@ -75,6 +58,8 @@ private:
 // How many workers FileBytes::copy may use for one large read (0: every core this process may
 // use; 1, the default: the calling thread only). app/ sets it from --threads.
 void set_read_threads(std::size_t threads) noexcept;
+// The count set_read_threads set (1 by default): the converting readers (safetensors.hpp) use it too.
+std::size_t read_threads() noexcept;
 
 // From remember_inputs(true) on, every regular file FileBytes::open reads is remembered by
 // identity (st_dev, st_ino), and write_file_atomically refuses to replace one of them: a run

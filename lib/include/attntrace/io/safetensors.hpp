@@ -45,6 +45,13 @@ template <class T>
 Array<T> read_safetensors_tensor(std::string_view bytes, const SafetensorsIndex& index, const std::string& tensor,
                                  const FileBytes* file = nullptr);
 
+// Rows [R0, R1) of TENSOR (rows along its first dim; a 1-D tensor's rows are its elements) of
+// BYTES converted to T into OUT ((R1 - R0) * row elements), read as read_safetensors_tensor
+// reads: for a block of an embedding table or of an LM head, without the rest of it.
+template <class T>
+void read_safetensors_rows(std::string_view bytes, const SafetensorsIndex& index, const std::string& tensor,
+                           std::size_t r0, std::size_t r1, T* out, const FileBytes* file = nullptr);
+
 // The bytes of a .safetensors file holding TENSORS (dtype F32 for float, F64 for double),
 // in name order.
 template <class T>

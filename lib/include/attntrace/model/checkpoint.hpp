@@ -101,6 +101,10 @@ struct LayerWeights {
 
 template <class T>
 LayerWeights<T> load_layer_weights(const CheckpointLayer& layer);
+// The same into W, reusing each of its arrays that already has the shape needed (a whole model
+// reads every layer into the same arrays: no fresh pages to fault in and zero per layer).
+template <class T>
+void load_layer_weights(const CheckpointLayer& layer, LayerWeights<T>& w);
 
 // The stages layer N adds around the core, pointing into WEIGHTS (which must outlive them):
 // its pre-attention norm (none when INPUT_NORMED: the input is already normed), Qwen3's q/k

@@ -47,6 +47,25 @@ void parallel_for(std::size_t tasks, std::size_t threads, Fn&& fn) {
     if (error) std::rethrow_exception(error);
 }
 
+// Calls work(r0, r1, c0, c1) for blocks of a (ROWS, COLS) product on up to THREADS workers, one
+// block each: blocks of columns, so that each worker packs only its share of the right operand (a
+// layer's weight, the larger one when the rows are few), or blocks of rows when the rows outnumber
+// the columns. Block edges are multiples of 64 columns or 16 rows.
+template <class Work>
+void split_product(std::size_t rows, std::size_t cols, std::size_t threads, Work&& work) {
+    const bool by_rows = rows > cols;
+    const std::size_t span = by_rows ? rows : cols, align = by_rows ? 16 : 64;
+    const std::size_t most = span / align;
+    const std::size_t blocks = threads < most ? threads : (most > 0 ? most : 1);
+    const std::size_t per = ((span + blocks - 1) / blocks + align - 1) / align * align;
+    parallel_for(blocks, blocks, [&](std::size_t b, std::size_t) {
+        const std::size_t a0 = b * per < span ? b * per : span, a1 = a0 + per < span ? a0 + per : span;
+        if (a0 == a1) return;
+        if (by_rows) return work(a0, a1, std::size_t{0}, cols);
+        work(std::size_t{0}, rows, a0, a1);
+    });
+}
+
 // Our threads do all the parallel work (over heads, query blocks and projection rows) and BLAS
 // runs single-threaded inside them: OpenBLAS's own pool, left spinning between calls, would
 // fight our threads for the cores. The guard restores OpenBLAS's setting afterwards.

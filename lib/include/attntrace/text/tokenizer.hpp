@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -37,6 +38,12 @@ public:
     std::string decode(const std::vector<std::uint32_t>& ids) const;
 
     std::size_t vocab_size() const;        // model vocabulary and added tokens: ids [0, vocab_size)
+    // The vocabulary string of ID ("Ġcat", "[MASK]"); nullopt for an id without one.
+    std::optional<std::string> id_to_token(std::uint32_t id) const;
+    // The id of the vocabulary or added token TOKEN; nullopt when there is none.
+    std::optional<std::uint32_t> token_to_id(std::string_view token) const;
+    // The ids of the added tokens marked "special" (<|endoftext|>, [CLS], <mask> ...).
+    std::vector<std::uint32_t> special_ids() const;
     const std::string& file() const;       // the tokenizer.json read
 
     Tokenizer(Tokenizer&&) noexcept;

@@ -1,0 +1,277 @@
+// One `attntrace model` run (model_run.hpp).
+#include "model_run.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <mutex>
+
+#include "attntrace/io/atomic_write.hpp"
+#include "attntrace/io/file_bytes.hpp"
+#include "attntrace/io/tensor_io.hpp"
+#include "attntrace/model/forward.hpp"
+#include "attntrace/model/layer_spec.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/tensor/memory.hpp"
+#include "attntrace/tensor/numbers.hpp"
+#include "flag_parsing.hpp"
+
+using namespace attntrace;
+namespace fs = std::filesystem;
+
+// ---- the sequence ---------------------------------------------------------------------------
+
+std::vector<std::uint32_t> read_ids(const std::string& value) {
+    std::vector<std::uint32_t> ids;
+    std::error_code ec;  // a long comma list is no file name: no exception for ENAMETOOLONG
+    if (value.ends_with(".npy") || fs::is_regular_file(value, ec)) {
+        const LoadedTensor<double> t = load_tensor<double>(value);
+        if (is_float(t.source.dtype) || t.array.dimension() != 1)
+            throw InputError(value + ": ids must be a 1-D integer array, not " + std::string(dtype_name(t.source.dtype)) +
+                             " " + shape_string(t.array.shape()));
+        for (double id : t.array) {
+            if (id < 0 || id > double(UINT32_MAX)) throw InputError(value + ": id " + format_number(id) + " is not a token id");
+            ids.push_back(static_cast<std::uint32_t>(id));
+        }
+        return ids;
+    }
+    const auto list = parse_uint_list(value);
+    if (!list) throw UsageError("--ids: '" + value + "' is neither a comma list of ids (15496,995) nor a .npy file");
+    for (std::uint64_t id : *list) {
+        if (id > UINT32_MAX) throw UsageError("--ids: " + std::to_string(id) + " is not a token id");
+        ids.push_back(static_cast<std::uint32_t>(id));
+    }
+    return ids;
+}
+
+Sequence sequence_from_ids(std::vector<std::uint32_t> ids, const Tokenizer* tokenizer, std::string source) {
+    Sequence s{std::move(ids), {}, std::move(source)};
+    for (std::uint32_t id : s.ids) {
+        TraceToken t{id, "", ""};
+        if (tokenizer && id < tokenizer->vocab_size()) {
+            t.token = tokenizer->id_to_token(id).value_or("");
+            t.text = tokenizer->decode({id});
+        }
+        s.tokens.push_back(std::move(t));
+    }
+    return s;
+}
+
+Sequence sequence_from_text(const Tokenizer& tokenizer, std::string_view text, bool special_tokens, std::string source) {
+    if (text.empty()) throw InputError(source + ": empty text");
+    const Encoding e = tokenizer.encode(text, special_tokens, source);
+    Sequence s = sequence_from_ids(e.ids, &tokenizer, std::move(source));
+    for (std::size_t i = 0; i < s.tokens.size(); ++i) s.tokens[i].token = e.tokens[i];
+    return s;
+}
+
+// ---- the session ----------------------------------------------------------------------------
+
+ModelSession open_session(const ModelFlags& f, bool text_needed) {
+    ModelSession s{f, open_model(f.model), std::nullopt, {}, 0};
+    const ModelConfig& m = s.model.config;
+    std::error_code ec;
+    if (text_needed || fs::exists(fs::path(f.model) / "tokenizer.json", ec)) s.tokenizer = Tokenizer::load(f.model);
+    s.kept = naming_flags({{"layers", "--layers"}}, [&] { return parse_layer_spec(f.layers, m.layers.size()); });
+    s.top = f.top.value_or(m.causal() ? 5 : 0);
+    if (!s.model.has_head() && (s.top > 0 || !f.logits.empty()))
+        throw UsageError(std::string(f.logits.empty() ? "--top" : "--logits") + ": " + s.model.head_missing);
+    if (f.induction && f.induction == 0) throw UsageError("--induction: the random sequence needs at least 1 token");
+    return s;
+}
+
+namespace {
+
+// ---- the outputs ----------------------------------------------------------------------------
+
+// A .npy output written where its values are computed (pwrite into its temporary file), or held
+// whole and written at the end when it goes to stdout or another non-regular file.
+template <class T>
+class NpyOutput {
+public:
+    NpyOutput(const std::string& path, const Shape& shape) : path_(path), file_(StreamedFile::open(path)) {
+        if (!file_) {
+            held_ = Array<T>::from_shape(shape);
+            return;
+        }
+        header_ = npy_header<T>(shape);
+        file_->write_at(0, header_);
+    }
+    void write(std::size_t first, const T* data, std::size_t count) {
+        if (file_)
+            file_->write_at(header_.size() + first * sizeof(T), {reinterpret_cast<const char*>(data), count * sizeof(T)});
+        else
+            std::copy(data, data + count, held_->data() + first);
+    }
+    void commit() {
+        if (file_) return file_->commit();
+        save_tensor(path_, *held_, FileFormat::npy);
+    }
+
+private:
+    std::string path_;
+    std::unique_ptr<StreamedFile> file_;
+    std::string header_;
+    std::optional<Array<T>> held_;
+};
+
+// --attentions (kept layers, H, L, L) and --hidden-states (N + 1, L, E), written layer by layer.
+template <class T>
+class OutputFiles final : public ModelObserver<T> {
+public:
+    OutputFiles(const ModelSession& s, std::size_t length) : kept_(s.kept), plane_(s.model.config.heads * length * length) {
+        const ModelConfig& m = s.model.config;
+        std::size_t slot = 0;
+        for (bool k : kept_) slots_.push_back(k ? slot++ : SIZE_MAX);
+        if (!s.flags.attentions.empty())
+            attentions_.emplace(s.flags.attentions, Shape{slot, m.heads, length, length});
+        if (!s.flags.hidden_states.empty())
+            hidden_.emplace(s.flags.hidden_states, Shape{m.layers.size() + 1, length, m.hidden});
+    }
+    bool wants_weights(std::size_t layer) const override { return attentions_ && kept_[layer]; }
+    void attention_rows(std::size_t layer, std::size_t first, const T* w, std::size_t count) override {
+        attentions_->write(slots_[layer] * plane_ + first, w, count);
+    }
+    void hidden_state(std::size_t index, const T* x, std::size_t rows, std::size_t e) override {
+        if (hidden_) hidden_->write(index * rows * e, x, rows * e);
+    }
+    void commit() {
+        if (attentions_) attentions_->commit();
+        if (hidden_) hidden_->commit();
+    }
+
+private:
+    std::vector<bool> kept_;
+    std::vector<std::size_t> slots_;
+    std::size_t plane_;
+    std::optional<NpyOutput<T>> attentions_, hidden_;
+};
+
+// ---- predictions and induction --------------------------------------------------------------
+
+// The mask token's id: config.json's mask_token_id, else the tokenizer's [MASK] / <mask>.
+std::optional<std::uint32_t> mask_id(const ModelSession& s) {
+    if (s.model.config.mask_token_id) return s.model.config.mask_token_id;
+    if (!s.tokenizer) return std::nullopt;
+    for (const char* name : {"[MASK]", "<mask>"})
+        if (const auto id = s.tokenizer->token_to_id(name)) return id;
+    return std::nullopt;
+}
+
+// The positions whose top tokens the trace shows: the last (a decoder's next token) or each mask.
+std::vector<std::size_t> prediction_positions(const ModelSession& s, const Sequence& seq) {
+    if (s.top == 0) return {};
+    if (s.model.config.causal()) return {seq.ids.size() - 1};
+    std::vector<std::size_t> out;
+    const auto mask = mask_id(s);
+    for (std::size_t i = 0; mask && i < seq.ids.size(); ++i)
+        if (seq.ids[i] == *mask) out.push_back(i);
+    return out;
+}
+
+template <class T>
+std::vector<Prediction> predictions(const ModelSession& s, const Array<T>& logits, const std::vector<std::size_t>& positions,
+                                    bool all_rows) {
+    std::vector<Prediction> out;
+    const std::size_t v = s.model.config.vocab;
+    for (std::size_t i = 0; i < positions.size(); ++i) {
+        const T* row = logits.data() + (all_rows ? positions[i] : i) * v;
+        Prediction p{positions[i], top_candidates(row, v, s.top)};
+        if (s.tokenizer)
+            for (Candidate& c : p.top)
+                if (c.id < s.tokenizer->vocab_size()) c.text = s.tokenizer->decode({c.id});
+        out.push_back(std::move(p));
+    }
+    return out;
+}
+
+// The tokens the tokenizer's post-processor puts before a text (BOS, [CLS]), else config.json's
+// bos_token_id (GPT-2's <|endoftext|>, as TransformerLens prepends it), else none; none with
+// --no-special-tokens.
+std::vector<std::uint32_t> induction_prefix(const ModelSession& s) {
+    if (s.flags.no_special) return {};
+    std::vector<std::uint32_t> prefix;
+    if (s.tokenizer) {
+        const std::vector<std::uint32_t> with = s.tokenizer->encode("a", true, "induction").ids;
+        const std::vector<std::uint32_t> without = s.tokenizer->encode("a", false, "induction").ids;
+        const auto at = std::search(with.begin(), with.end(), without.begin(), without.end());
+        prefix.assign(with.begin(), at == with.end() ? with.begin() : at);
+    }
+    if (prefix.empty() && s.model.config.bos_token_id) prefix.push_back(*s.model.config.bos_token_id);
+    return prefix;
+}
+
+// --induction N: the extra run on PREFIX + R + R, scoring the kept layers' heads.
+template <class T>
+std::pair<InductionSequence, std::map<std::size_t, std::vector<double>>> induction_run(const ModelSession& s) {
+    const ModelConfig& m = s.model.config;
+    std::vector<std::uint32_t> excluded = m.special_ids;
+    std::size_t vocab = m.vocab;
+    if (s.tokenizer) {
+        const auto special = s.tokenizer->special_ids();
+        excluded.insert(excluded.end(), special.begin(), special.end());
+        vocab = std::min(vocab, s.tokenizer->vocab_size());
+    }
+    const InductionSequence seq = naming_flags({{"induction", "--induction"}}, [&] {
+        return induction_sequence(*s.flags.induction, parse_seed(s.flags.seed), vocab, excluded, induction_prefix(s));
+    });
+    ForwardOptions o;
+    o.attention_layers = s.kept;
+    o.row_stats = false;
+    o.layers = kept_layers(s.kept).back() + 1;
+    o.threads = s.flags.threads;
+    InductionScorer<T> scorer(seq, s.kept, m.heads);
+    naming_flags({}, [&] { forward<T>(s.model, seq.ids, o, scorer); }, {{"ids: ", "--induction: "}});
+    return {seq, scorer.scores};
+}
+
+// Refuses (exit 3, naming --max-memory) a run whose peak would pass the budget.
+void check_budget(const ModelSession& s, std::size_t length, const ForwardOptions& o, std::size_t element) {
+    std::uint64_t bytes = forward_memory_bytes(s.model.config, length, o, element);
+    const std::string budget_text = s.flags.max_memory;
+    const std::uint64_t budget = budget_text.empty() ? default_memory_budget() : *parse_byte_size(budget_text);
+    try {
+        check_memory_budget(1, bytes, 1, budget, "(the largest layer's weights, the activations and the logits) for " +
+                                                      std::to_string(length) + " tokens", "raise --max-memory or use fewer tokens");
+    } catch (const InputError& e) {
+        throw InputError(with_flag_name(e.what(), {{"memory budget", "--max-memory"}}));
+    }
+}
+
+}  // namespace
+
+template <class T>
+ModelTrace run_sequence(const ModelSession& s, const Sequence& seq, bool write_outputs) {
+    const ModelFlags& f = s.flags;
+    ForwardOptions o;
+    o.attention_layers = s.kept;
+    o.threads = f.threads;
+    o.all_logits = write_outputs && !f.logits.empty();
+    const std::vector<std::size_t> positions = prediction_positions(s, seq);
+    if (!o.all_logits) o.logit_positions = positions;
+    const bool all_layers = o.all_logits || !positions.empty() || (write_outputs && !f.hidden_states.empty());
+    o.layers = all_layers ? 0 : kept_layers(s.kept).back() + 1;
+    check_ids(s.model.config, seq.ids, seq.source);
+    check_budget(s, seq.ids.size(), o, sizeof(T));
+    HeadStatsCollector<T> stats;
+    std::optional<OutputFiles<T>> files;
+    ObserverList<T> observers;
+    observers.add(&stats);
+    if (write_outputs) observers.add(&files.emplace(s, seq.ids.size()));
+    const ForwardResult<T> result = forward<T>(s.model, seq.ids, o, observers);
+    ModelTrace trace;
+    trace.dir = f.model, trace.config = &s.model.config, trace.dtype = sizeof(T) == 4 ? "float32" : "float64";
+    trace.threads = f.threads, trace.tokens = seq.tokens, trace.heads = stats.layers;
+    if (f.induction) std::tie(trace.induction, trace.induction_scores) = induction_run<T>(s);
+    if (s.top > 0) trace.predicted = s.model.config.causal() ? "next" : "mask";
+    if (result.logits) trace.predictions = predictions(s, *result.logits, positions, o.all_logits);
+    auto path_or_null = [&](const std::string& p) { return write_outputs && !p.empty() ? nlohmann::json(p) : nlohmann::json(); };
+    trace.outputs = {{"hidden_states", path_or_null(f.hidden_states)},
+                     {"attentions", path_or_null(f.attentions)},
+                     {"logits", path_or_null(f.logits)}};
+    if (o.all_logits) save_tensor(f.logits, *result.logits, FileFormat::npy);
+    if (files) files->commit();
+    return trace;
+}
+
+template ModelTrace run_sequence<float>(const ModelSession&, const Sequence&, bool);
+template ModelTrace run_sequence<double>(const ModelSession&, const Sequence&, bool);

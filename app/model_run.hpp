@@ -1,0 +1,72 @@
+#pragma once
+// One `attntrace model` run from its flags: the token ids (--ids, or the checkpoint's tokenizer on
+// --text / --text-file / each line of --each-line), the .npy outputs streamed as the forward
+// computes them, the predictions, the induction run and the trace.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "attention_flags.hpp"
+#include "attntrace/model/model.hpp"
+#include "attntrace/model/model_trace.hpp"
+#include "attntrace/text/tokenizer.hpp"
+
+struct ModelFlags {
+    std::string model;                 // the checkpoint folder
+    std::optional<std::string> text;   // --text S
+    std::string text_file, ids, each_line;
+    bool no_special = false;           // --no-special-tokens
+    std::string layers;                // --layers SPEC
+    std::string hidden_states, attentions, logits;
+    std::optional<std::size_t> top;    // --top K (default 5 for a decoder, 0 for a masked LM)
+    std::optional<std::size_t> induction;
+    std::string seed = "0";
+    Precision dtype = Precision::f32;
+    TraceFormat format = TraceFormat::text;
+    std::size_t threads = 0;
+    std::string max_memory;
+    // issue 28's pictures, refused for now
+    bool heatmap = false;
+    std::string plot, report, rollout, scale;
+};
+
+// The ids of one sequence and the tokens the trace shows.
+struct Sequence {
+    std::vector<std::uint32_t> ids;
+    std::vector<attntrace::TraceToken> tokens;
+    std::string source;  // "--ids", "--text", "--text-file notes.txt", "line 3 of corpus.txt"
+};
+
+// --ids VALUE: a comma list "15496,995" (UsageError when malformed) or a 1-D integer .npy
+// (InputError when it is not one).
+std::vector<std::uint32_t> read_ids(const std::string& value);
+
+// The sequence of IDS, its tokens shown through TOKENIZER when there is one.
+Sequence sequence_from_ids(std::vector<std::uint32_t> ids, const attntrace::Tokenizer* tokenizer, std::string source);
+
+// TEXT tokenized (InputError "SOURCE: empty text", or invalid UTF-8).
+Sequence sequence_from_text(const attntrace::Tokenizer& tokenizer, std::string_view text, bool special_tokens,
+                            std::string source);
+
+// Everything a run needs besides its sequence: the model, the tokenizer (when the folder has
+// one), the layers kept, and what the flags ask for.
+struct ModelSession {
+    const ModelFlags& flags;
+    attntrace::Model model;
+    std::optional<attntrace::Tokenizer> tokenizer;
+    std::vector<bool> kept;  // (N) --layers
+    std::size_t top = 0;     // predictions per position
+};
+
+// Opens MODEL, its tokenizer (required with TEXT_NEEDED), and checks the flags against it
+// (UsageError: --layers, --top or --logits on a model without a head).
+ModelSession open_session(const ModelFlags& flags, bool text_needed);
+
+// Runs SESSION on SEQUENCE: the forward (and the induction run) with the outputs streamed when
+// WRITE_OUTPUTS, then the outputs put in place. Returns the trace.
+template <class T>
+attntrace::ModelTrace run_sequence(const ModelSession& session, const Sequence& sequence, bool write_outputs);

@@ -1,0 +1,106 @@
+#pragma once
+// The forward pass of a whole model (model.hpp) on one sequence, as the paper reads it:
+//   embed -> for each layer: the family's block (norm -> attention -> residual -> norm -> MLP ->
+//   residual, or its variant) -> final norm -> head
+// each a named function of forward.cpp, equal to transformers' eager forward
+// (tests/goldens/hf_model.py transcribes it).
+//
+// Streaming: one block's weights are in memory at a time (read from the memory map, converted to
+// T in parallel, the file's pages dropped); the embedding tables are gathered row by row and the
+// head is computed in blocks of vocabulary rows across the threads, each block read and converted
+// when its turn comes. Nothing (L, L) outlives its layer: each layer's attention goes to the
+// ModelObserver as it is computed, and the observer (the app) decides what to keep.
+//
+// Legend: L sequence length, E hidden size, H heads, I MLP size, V vocabulary, N layers,
+// P logit positions.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "attntrace/attention/attention.hpp"
+#include "attntrace/attention/pooled.hpp"
+#include "attntrace/model/model.hpp"
+#include "attntrace/tensor/tensor.hpp"
+
+namespace attntrace {
+
+// What layer N's attention leaves once it has run.
+struct LayerAttention {
+    std::size_t layer = 0;
+    const RowStats* row_stats = nullptr;     // (H, L): entropy, argmax, detector values per row
+    const PooledWeights* pooled = nullptr;   // (H, cells, cells) with ForwardOptions::pooled_cells
+    std::size_t empty_rows = 0;
+    double scale = 0;
+};
+
+// Receives what the forward computes, as it computes it. Every method has a default that
+// ignores it; the calls are per block of values, never per value.
+template <class T>
+class ModelObserver {
+public:
+    virtual ~ModelObserver() = default;
+    // Whether layer N's attention weights (H, L, L) go to attention_rows.
+    virtual bool wants_weights(std::size_t layer) const {
+        (void)layer;
+        return false;
+    }
+    // COUNT weights of layer N from element FIRST of its (H, L, L), from the worker threads in
+    // any order while the layer runs; the block is gone after the call.
+    virtual void attention_rows(std::size_t layer, std::size_t first, const T* weights, std::size_t count) {
+        (void)layer, (void)first, (void)weights, (void)count;
+    }
+    // Layer N's attention is done (every attention_rows of that layer came before).
+    virtual void attention_done(const LayerAttention& attention) { (void)attention; }
+    // hidden_states[INDEX] (L, E) as transformers' output_hidden_states: 0 the embeddings, n the
+    // output of block n - 1, N after the final norm where the family has one.
+    virtual void hidden_state(std::size_t index, const T* x, std::size_t rows, std::size_t e) {
+        (void)index, (void)x, (void)rows, (void)e;
+    }
+};
+
+// Several observers as one, called in the order added.
+template <class T>
+class ObserverList final : public ModelObserver<T> {
+public:
+    void add(ModelObserver<T>* o) { list_.push_back(o); }
+    bool wants_weights(std::size_t layer) const override;
+    void attention_rows(std::size_t layer, std::size_t first, const T* weights, std::size_t count) override;
+    void attention_done(const LayerAttention& attention) override;
+    void hidden_state(std::size_t index, const T* x, std::size_t rows, std::size_t e) override;
+
+private:
+    std::vector<ModelObserver<T>*> list_;
+};
+
+struct ForwardOptions {
+    // (N) the layers whose attention is summarized (row statistics, pooled grids); empty: every one.
+    std::vector<bool> attention_layers;
+    bool row_stats = true;
+    std::size_t pooled_cells = 0;      // > 0: LayerAttention::pooled, at most this many cells per axis
+    std::size_t layers = 0;            // run layers 0 .. layers - 1 only (0: all; the head needs all)
+    bool all_logits = false;           // the logits of every position
+    std::vector<std::size_t> logit_positions;  // else of these positions (none: no head)
+    std::size_t threads = 0;           // 0: every core this process may use
+};
+
+template <class T>
+struct ForwardResult {
+    std::size_t layers_run = 0;
+    std::optional<Array<T>> logits;  // (P, V): P = L with all_logits, else logit_positions.size()
+};
+
+// Runs MODEL on IDS (checked with check_ids first; "ids" names them in messages). The head runs
+// when logits are asked for; UsageError when the model has none (Model::head_missing says why).
+template <class T>
+ForwardResult<T> forward(const Model& model, const std::vector<std::uint32_t>& ids, const ForwardOptions& options,
+                         ModelObserver<T>& observer);
+
+// About how many bytes a forward of L tokens holds at its peak with ELEMENT-byte values: the
+// largest block's weights, the activations, the attention's per-thread blocks and projections,
+// the logits asked for and the head's per-thread blocks (for --max-memory; the (H, L, L)
+// weights are never held by the forward).
+std::uint64_t forward_memory_bytes(const ModelConfig& config, std::size_t length, const ForwardOptions& options,
+                                   std::size_t element);
+
+}  // namespace attntrace

@@ -1,0 +1,66 @@
+// A whole model's tensors read block by block (model_tensors.hpp).
+#include "model_tensors.hpp"
+
+#include <stdexcept>
+
+namespace attntrace {
+
+namespace {
+
+// Where WHAT of W is read to: its array when it already has SHAPE (the previous layer's), else a new one.
+template <class T>
+T* slot(BlockWeights<T>& w, Canonical what, const Shape& shape, bool conv1d) {
+    auto fit = [&](std::optional<Array<T>>& a) {
+        if (!a || shape_of(*a) != shape) a = Array<T>::from_shape(shape);
+        return a->data();
+    };
+    auto linear = [&](Linear<T>& l) {
+        l.conv1d = conv1d;
+        if (shape_of(l.w) != shape) l.w = Array<T>::from_shape(shape);
+        return l.w.data();
+    };
+    switch (what) {
+    case Canonical::mlp_norm_weight: return fit(w.mlp_norm_weight);
+    case Canonical::mlp_norm_bias: return fit(w.mlp_norm_bias);
+    case Canonical::out_norm_weight: return fit(w.out_norm_weight);
+    case Canonical::out_norm_bias: return fit(w.out_norm_bias);
+    case Canonical::fc_in: return linear(w.fc_in);
+    case Canonical::fc_in_bias: return fit(w.fc_in.b);
+    case Canonical::fc_gate: return linear(w.gate ? *w.gate : w.gate.emplace());
+    case Canonical::fc_gate_bias: return fit(w.gate->b);  // after fc_gate (block_tensors' order)
+    case Canonical::fc_out: return linear(w.fc_out);
+    case Canonical::fc_out_bias: return fit(w.fc_out.b);
+    default: throw std::logic_error("not a block tensor");  // block_tensors feeds no other
+    }
+}
+
+}  // namespace
+
+template <class T>
+void load_block(const ModelTensors& t, std::size_t layer, BlockWeights<T>& w) {
+    load_layer_weights(t.attention[layer], w.attention);
+    for (const ModelTensor& m : t.blocks[layer])
+        t.files->read_into(m.stored.name, slot(w, m.spec.feeds.front(), m.stored.shape, m.spec.stored == Stored::conv1d));
+}
+
+template <class T>
+std::optional<Array<T>> load_small(const ModelTensors& t, const std::vector<ModelTensor>& list, Canonical what) {
+    const ModelTensor* m = ModelTensors::find(list, what);
+    if (!m) return std::nullopt;
+    return t.files->template read<T>(m->stored.name);
+}
+
+template <class T>
+void gather_rows(const ModelTensors& t, const ModelTensor& table, const std::vector<std::size_t>& rows, T* out) {
+    const std::size_t e = table.stored.shape[1];
+    for (std::size_t i = 0; i < rows.size(); ++i) t.files->read_rows(table.stored.name, rows[i], rows[i] + 1, out + i * e);
+}
+
+#define ATTNTRACE_MODEL_TENSORS(T)                                                                              \
+    template void load_block(const ModelTensors&, std::size_t, BlockWeights<T>&);                             \
+    template std::optional<Array<T>> load_small(const ModelTensors&, const std::vector<ModelTensor>&, Canonical); \
+    template void gather_rows(const ModelTensors&, const ModelTensor&, const std::vector<std::size_t>&, T*);
+ATTNTRACE_MODEL_TENSORS(float)
+ATTNTRACE_MODEL_TENSORS(double)
+
+}  // namespace attntrace

@@ -1,0 +1,97 @@
+#pragma once
+// The tensors of a whole model (model.hpp), resolved by name and shape-checked when it is opened,
+// and read one block at a time as the forward pass reaches it: converted to T in parallel where
+// large (safetensors.hpp), the file's pages dropped once read, so only the block being computed is
+// held. The embedding tables and the LM head are never read whole: rows are gathered, and the head
+// is read in blocks of rows. Internal to lib/model.
+//
+// Legend: L sequence length, E hidden size, I MLP size, V vocabulary.
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "attntrace/model/checkpoint.hpp"
+#include "attntrace/model/model.hpp"
+#include "checkpoint_files.hpp"
+#include "family.hpp"
+
+namespace attntrace {
+
+// One tensor the forward reads: what the family says of it, and where it is stored.
+struct ModelTensor {
+    TensorSpec spec;
+    StoredTensor stored;
+};
+
+struct ModelTensors {
+    std::shared_ptr<CheckpointFiles> files;
+    std::string prefix;                            // the base model's: "transformer.", "model.", ""
+    std::vector<ModelTensor> embeddings;
+    std::vector<CheckpointLayer> attention;        // (N) each layer's attention, as mha --model reads it
+    std::vector<std::vector<ModelTensor>> blocks;  // (N) the rest of each block
+    std::vector<ModelTensor> final_norm;
+    std::vector<ModelTensor> head;                 // empty without a head
+
+    // The tensor of LIST that feeds WHAT, or null.
+    static const ModelTensor* find(const std::vector<ModelTensor>& list, Canonical what);
+};
+
+// ---- resolving (checkpoint.cpp) -------------------------------------------------------------
+
+// DIR/config.json parsed (InputError: not a folder, missing, not JSON).
+nlohmann::json read_config(const std::string& dir);
+
+// The model's prefix ("transformer.", "model.", "" ...): what comes before TAIL in NAMES.
+std::optional<std::string> find_prefix(const std::map<std::string, std::string>& names, const std::string& tail);
+
+// NAME (or SPEC.alias in its place, with the same prefix PREFIX) in FILES, its shape checked
+// against SPEC: InputError "DIR: missing tensor 'NAME' FORMULA", ShapeError for another shape.
+StoredTensor resolve_tensor(CheckpointFiles& files, const std::string& dir, const std::string& prefix,
+                            const TensorSpec& spec);
+
+// Layer N's attention tensors of the checkpoint CONFIG describes.
+CheckpointLayer resolve_layer(const std::string& dir, const nlohmann::json& config, std::shared_ptr<CheckpointFiles> files,
+                              std::size_t layer);
+
+// ---- reading (model_tensors.cpp) ------------------------------------------------------------
+
+// A linear layer: y = x · Wᵀ + b for W (out, in); GPT-2's Conv1D keeps W as stored, (in, out).
+template <class T>
+struct Linear {
+    Array<T> w;
+    std::optional<Array<T>> b;  // (out)
+    bool conv1d = false;        // W is (in, out)
+    std::size_t out() const { return w.shape()[conv1d ? 1 : 0]; }
+    std::size_t in() const { return w.shape()[conv1d ? 0 : 1]; }
+};
+
+// One block's weights in the compute type: its attention as mha --model runs it, and the rest.
+template <class T>
+struct BlockWeights {
+    LayerWeights<T> attention;
+    std::optional<Array<T>> mlp_norm_weight, mlp_norm_bias;  // (E)
+    std::optional<Array<T>> out_norm_weight, out_norm_bias;  // (E), BERT
+    Linear<T> fc_in;                                         // (I, E)
+    std::optional<Linear<T>> gate;                           // (I, E), gated MLPs
+    Linear<T> fc_out;                                        // (E, I)
+};
+
+// Layer N's block into W, each array of W reused when it has the shape needed (the previous
+// layer's: its pages are present, so nothing is faulted in and zeroed again).
+template <class T>
+void load_block(const ModelTensors& tensors, std::size_t layer, BlockWeights<T>& w);
+
+// A small tensor (a norm's weight) of LIST feeding WHAT, or nullopt when the list has none.
+template <class T>
+std::optional<Array<T>> load_small(const ModelTensors& tensors, const std::vector<ModelTensor>& list, Canonical what);
+
+// Rows ROWS of TABLE (a (rows, E) table) into OUT (ROWS.size(), E).
+template <class T>
+void gather_rows(const ModelTensors& tensors, const ModelTensor& table, const std::vector<std::size_t>& rows, T* out);
+
+}  // namespace attntrace
