@@ -121,6 +121,7 @@ TextExtent text_size(const std::string& text, TextSize size, bool bold) {
 }
 
 std::string clip_text(const std::string& s, std::size_t n) {
+    if (n == 0) return "";
     std::size_t chars = 0, at = 0;
     for (; at < s.size(); ++at)
         if ((static_cast<unsigned char>(s[at]) & 0xC0) != 0x80 && chars++ == n) break;
@@ -130,6 +131,23 @@ std::string clip_text(const std::string& s, std::size_t n) {
     do --cut;
     while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80);
     return s.substr(0, cut) + "\u2026";
+}
+
+std::vector<std::string> axis_ticks(std::size_t cells, std::size_t block, std::size_t stride,
+                                    const std::vector<std::string>& labels) {
+    std::vector<std::string> out(cells);
+    for (std::size_t c = 0; c < cells; c += std::max<std::size_t>(stride, 1)) {
+        const std::size_t token = c * block;
+        out[c] = clip_text(token < labels.size() ? labels[token] : std::to_string(token), kTickChars);
+    }
+    return out;
+}
+
+int widest_text(const std::vector<std::string>& texts, TextSize size) {
+    int w = 0;
+    for (const auto& t : texts)
+        if (!t.empty()) w = std::max(w, text_size(t, size).width);
+    return w;
 }
 
 // ---- raster ---------------------------------------------------------------------------------------

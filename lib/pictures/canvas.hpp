@@ -44,6 +44,16 @@ TextExtent text_size(const std::string& text, TextSize size, bool bold = false);
 // S cut to at most N characters (code points, never inside one), "…" replacing the rest.
 std::string clip_text(const std::string& s, std::size_t n);
 
+// Tick text for each of CELLS cells of an axis whose cells cover BLOCK tokens, one every STRIDE
+// cells ("" between): the label of the first token the cell covers (its index without LABELS),
+// cut to kTickChars characters.
+inline constexpr std::size_t kTickChars = 16;
+std::vector<std::string> axis_ticks(std::size_t cells, std::size_t block, std::size_t stride,
+                                    const std::vector<std::string>& labels);
+
+// The widest of TEXTS set at SIZE, in pixels.
+int widest_text(const std::vector<std::string>& texts, TextSize size);
+
 // A group of cells the SVG marks for tools and tests: <g class="panel" data-...>.
 struct PanelMark {
     std::vector<std::pair<std::string, std::string>> data;  // ("head", "3"), ("rows", "6") ...

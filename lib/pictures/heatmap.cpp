@@ -5,6 +5,7 @@
 
 #include "attntrace/pictures/colormap.hpp"
 #include "attntrace/pictures/plot.hpp"
+#include "terminal_text.hpp"
 
 namespace attntrace {
 
@@ -15,8 +16,6 @@ char ramp_char(double v, double vmax) {
     return kAsciiRamp[std::min(k, levels - 1)];
 }
 
-namespace {
-
 std::string colour_escape(Rgb c, bool foreground) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "\x1b[%d;2;%d;%d;%dm", foreground ? 38 : 48, c.r, c.g, c.b);
@@ -26,6 +25,28 @@ std::string colour_escape(Rgb c, bool foreground) {
 std::string cell_text(std::size_t n, const char* one, const char* many) {
     return std::to_string(n) + " " + (n == 1 ? one : many);
 }
+
+std::string wrapped(const std::vector<std::string>& words, std::size_t width) {
+    std::string out, line;
+    for (std::string word : words) {
+        if (!line.empty() && line.size() + 1 + word.size() > width) out += line + "\n", line.clear();
+        for (; word.size() > width; word.erase(0, width)) out += word.substr(0, width) + "\n";
+        line += (line.empty() ? "" : " ") + word;
+    }
+    return out + line + "\n";
+}
+
+std::vector<std::string> words_of(const std::string& text) {
+    std::vector<std::string> words;
+    for (std::size_t at = 0; at <= text.size();) {
+        const std::size_t end = std::min(text.find(' ', at), text.size());
+        if (end > at) words.push_back(text.substr(at, end - at));
+        at = end + 1;
+    }
+    return words;
+}
+
+namespace {
 
 // Rows of one head: the query index at the left (WIDTH_Q digits), then the cells, T (rows, cols)
 // their places on the colour map.
@@ -51,29 +72,6 @@ std::string head_rows(const PooledWeights& g, const std::vector<float>& t, bool 
     return out;
 }
 
-// WORDS in lines of at most WIDTH characters, one space between words (a word longer than WIDTH is
-// cut), each line ended by a newline.
-std::string wrapped(const std::vector<std::string>& words, std::size_t width) {
-    std::string out, line;
-    for (std::string word : words) {
-        if (!line.empty() && line.size() + 1 + word.size() > width) out += line + "\n", line.clear();
-        for (; word.size() > width; word.erase(0, width)) out += word.substr(0, width) + "\n";
-        line += (line.empty() ? "" : " ") + word;
-    }
-    return out + line + "\n";
-}
-
-// TEXT's space-separated words.
-std::vector<std::string> words_of(const std::string& text) {
-    std::vector<std::string> words;
-    for (std::size_t at = 0; at <= text.size();) {
-        const std::size_t end = std::min(text.find(' ', at), text.size());
-        if (end > at) words.push_back(text.substr(at, end - at));
-        at = end + 1;
-    }
-    return words;
-}
-
 }  // namespace
 
 std::string scale_line(const ColourMapping& mapping, bool truecolor, std::size_t width) {
@@ -92,10 +90,6 @@ std::string scale_line(const ColourMapping& mapping, bool truecolor, std::size_t
         bar += colour_escape(viridis(cells > 1 ? double(k) / double(cells - 1) : 1.0), false) + " ";
     return wrapped(words, width) + bar + "\x1b[0m\n";
 }
-
-namespace {
-
-}  // namespace
 
 std::string render_heatmaps(const PooledWeights& weights, const HeatmapStyle& style) {
     const auto heads = chosen_heads(weights, style.batch, style.heads);

@@ -42,7 +42,6 @@ std::string escape_markup(const std::string& s) {
 namespace {
 
 constexpr int kMargin = 12, kTitleH = 22, kLegendH = 18, kPanelTitleH = 16, kGap = 16;
-constexpr std::size_t kTickChars = 16;  // a tick label's characters at most
 
 // One panel of the grid: its cells (rows, cols) and where its top-left corner goes.
 struct Panel {
@@ -64,25 +63,6 @@ struct Layout {
     int width = 0, height = 0;
 };
 
-// Tick text for each cell of an axis: the label (or index) of the first token the cell covers.
-std::vector<std::string> ticks(std::size_t cells, std::size_t block, std::size_t stride,
-                               const std::vector<std::string>& labels) {
-    std::vector<std::string> out(cells);
-    for (std::size_t c = 0; c < cells; c += stride) {
-        const std::size_t token = c * block;
-        out[c] = clip_text(token < labels.size() ? labels[token] : std::to_string(token), kTickChars);
-    }
-    return out;
-}
-
-// The widest of TEXTS set at SIZE, in pixels.
-int widest(const std::vector<std::string>& texts, TextSize size) {
-    int w = 0;
-    for (const auto& t : texts)
-        if (!t.empty()) w = std::max(w, text_size(t, size).width);
-    return w;
-}
-
 void place_panels(Layout& l, const PooledWeights& w, const PlotOptions& o) {
     for (auto h : chosen_heads(w, o.batch, o.heads)) {
         const float* p = l.grid.plane(o.batch, h);
@@ -103,10 +83,10 @@ Layout make_layout(const PooledWeights& w, const PlotOptions& o, std::size_t max
     // every cell's tick when a line of text fits in a cell, otherwise one every 2 lines
     l.tick_h = text_size("Ag", TextSize::tick).height;
     const std::size_t stride = l.cell >= l.tick_h ? 1 : std::size_t((2 * l.tick_h + l.cell - 1) / l.cell);
-    l.q_ticks = ticks(rows, l.grid.q_block, stride, o.query_labels);
-    l.k_ticks = ticks(cols, l.grid.k_block, stride, o.key_labels);
-    l.label_w = widest(l.q_ticks, TextSize::tick) + 6;
-    l.label_h = widest(l.k_ticks, TextSize::tick) + 6;
+    l.q_ticks = axis_ticks(rows, l.grid.q_block, stride, o.query_labels);
+    l.k_ticks = axis_ticks(cols, l.grid.k_block, stride, o.key_labels);
+    l.label_w = widest_text(l.q_ticks, TextSize::tick) + 6;
+    l.label_h = widest_text(l.k_ticks, TextSize::tick) + 6;
     place_panels(l, w, o);
     const int pw = int(cols) * l.cell, ph = int(rows) * l.cell;
     const int slot_w = l.label_w + pw + kGap, slot_h = kPanelTitleH + ph + l.label_h + kGap / 2;

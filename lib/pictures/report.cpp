@@ -5,10 +5,9 @@
 
 #include "attntrace/pictures/colormap.hpp"
 #include "attntrace/pictures/plot.hpp"
+#include "html.hpp"
 
 namespace attntrace {
-
-namespace {
 
 // JSON for a <script> element: "</" cannot close the element early.
 std::string script_json(const nlohmann::json& j) {
@@ -20,6 +19,21 @@ std::string script_json(const nlohmann::json& j) {
     }
     return out;
 }
+
+std::string base64(std::string_view bytes) {
+    static constexpr char kDigits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    out.reserve((bytes.size() + 2) / 3 * 4);
+    for (std::size_t i = 0; i < bytes.size(); i += 3) {
+        const std::size_t n = std::min<std::size_t>(3, bytes.size() - i);
+        std::uint32_t v = 0;
+        for (std::size_t k = 0; k < 3; ++k) v = v << 8 | (k < n ? static_cast<unsigned char>(bytes[i + k]) : 0u);
+        for (std::size_t k = 0; k < 4; ++k) out += k <= n ? kDigits[(v >> (18 - 6 * k)) & 63] : '=';
+    }
+    return out;
+}
+
+namespace {
 
 std::vector<std::string> axis_labels(std::size_t cells, std::size_t block, const std::vector<std::string>& labels) {
     std::vector<std::string> out(cells);
