@@ -229,6 +229,10 @@ std::pair<InductionSequence, std::map<std::size_t, std::vector<double>>> inducti
 void check_budget(const ModelSession& s, std::size_t length, const ForwardOptions& o, std::size_t element,
                   std::uint64_t extra_bytes) {
     std::uint64_t bytes = forward_memory_bytes(s.model.config, length, o, element) + extra_bytes;
+    const ModelConfig& m = s.model.config;
+    const std::uint64_t l = length;  // a tensor to stdout is held whole until the end (NpyOutput)
+    if (s.flags.attentions == "-") bytes += kept_layers(s.kept).size() * m.heads * l * l * element;
+    if (s.flags.hidden_states == "-") bytes += (m.layers.size() + 1) * l * m.hidden * element;
     const std::string budget_text = s.flags.max_memory;
     const std::uint64_t budget = budget_text.empty() ? default_memory_budget() : *parse_byte_size(budget_text);
     try {
