@@ -126,10 +126,12 @@ h1{font-size:19px;margin:0 0 6px}h2{font-size:15px;margin:22px 0 8px}#text{white
 .tok sub{color:#889;font-size:9px;margin-left:2px}
 #grid{border-collapse:collapse}#grid td,#grid th{padding:2px;font-size:11px;font-weight:normal;text-align:center}
 #grid th.layer{text-align:right;padding-right:6px;font-weight:bold}
-canvas.thumb{width:60px;height:60px;image-rendering:pixelated;cursor:pointer;border:2px solid transparent;display:block}
+canvas.thumb{width:48px;height:48px;image-rendering:pixelated;cursor:pointer;border:2px solid transparent;display:block}
 canvas.thumb:hover,canvas.thumb.open{border-color:#e4572e}td.has-role canvas.thumb{border-color:#7a5cff}
 .role{font-size:9px;color:#5a3ce0;height:11px;overflow:hidden;white-space:nowrap;max-width:64px}
-#view{display:none;border:1px solid #ccc;padding:10px;margin-top:12px;background:#fcfcfc}
+#main{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start}
+#view{display:none;border:1px solid #ccc;padding:10px;background:#fcfcfc;position:sticky;top:8px;max-width:calc(100vw - 60px);overflow:auto}
+#tokens{max-height:84px;overflow:auto}#text{max-height:60px;overflow:auto}
 #view .wrap,#rollout-wrap{display:inline-grid;grid-template-columns:auto auto;gap:0}
 .rows{display:flex;flex-direction:column;align-items:flex-end;margin-right:3px}
 .cols{display:flex;flex-direction:row;grid-column:2}
@@ -226,7 +228,7 @@ constexpr const char* kScript = R"JS(
     $('view-title').textContent = 'layer ' + layer + ', head ' + h + (roles[layer + ',' + h] ? ' (' + roles[layer + ',' + h] + ')' : '') +
         ': rows are queries, columns keys; one cell = ' + full.q_block + ' x ' + full.k_block + ' tokens';
     return inflate(full.data[at]).then(function (bytes) {
-      var rows = full.rows, cols = full.cols, px = Math.max(1, Math.min(28, Math.floor(720 / Math.max(rows, cols))));
+      var rows = full.rows, cols = full.cols, px = Math.max(1, Math.min(28, Math.floor(560 / Math.max(rows, cols))));
       var maxima = new Float32Array(bytes.buffer.slice(0, rows * 4)), cells = bytes.subarray(rows * 4);
       var cv = $('big'); cv.width = cols * px; cv.height = rows * px;
       var g = cv.getContext('2d');
@@ -244,7 +246,6 @@ constexpr const char* kScript = R"JS(
             full.klabels[c] + ':  ' + fmt(w) + (full.q_block * full.k_block > 1 ? ' (mean of the cell)' : '');
       };
       body.dataset.opened = layer + ',' + h;
-      $('view').scrollIntoView({block: 'nearest'});
     });
   }
   // the detector table: a row opens its head
@@ -299,7 +300,7 @@ constexpr const char* kScript = R"JS(
     if (cell.length === 2) canvases[cell[0] * d.heads + cell[1]].click();
     if (row != null) table.querySelectorAll('tr.head-row')[Number(row)].click();
     return pending;
-  }).then(function () { body.dataset.ready = '1'; }, function (e) { $('error').textContent = String(e); body.dataset.errors = 'inflate'; });
+  }).then(function () { body.dataset.ready = '1'; body.dataset.readyMs = String(Math.round(performance.now())); }, function (e) { $('error').textContent = String(e); body.dataset.errors = 'inflate'; });
 })();
 )JS";
 
@@ -311,9 +312,9 @@ std::string model_report_html(const ModelPictures& m) {
                       escape_markup(m.title) + "</title>\n<style>" + kStyle + "</style></head>\n<body>\n";
     out += "<h1>" + escape_markup(m.title) + "</h1>\n<div id=\"error\"></div>\n<h2>Text and tokens</h2>\n<div id=\"text\"></div>\n"
            "<div id=\"tokens\"></div>\n<h2>Every head (rows are queries, columns keys)</h2>\n<p id=\"legend\"></p>\n"
-           "<table id=\"grid\"></table>\n<div id=\"view\"><div id=\"view-title\"></div><div id=\"readout\"></div>"
+           "<div id=\"main\"><table id=\"grid\"></table>\n<div id=\"view\"><div id=\"view-title\"></div><div id=\"readout\"></div>"
            "<div class=\"wrap\"><div class=\"rows\" id=\"rows\"></div><canvas class=\"big\" id=\"big\"></canvas>"
-           "<div class=\"cols\" id=\"cols\"></div></div></div>\n";
+           "<div class=\"cols\" id=\"cols\"></div></div></div></div>\n";
     out += "<h2>Head detectors (click a row to open its head)</h2>\n<table class=\"data\" id=\"detectors\"></table>\n";
     out += "<div id=\"rollout-section\"><h2>Rollout across the kept layers (how much each input token flows into each "
            "position)</h2>\n<div id=\"rollout-readout\" class=\"readout\"></div><div id=\"rollout-wrap\"><div class=\"rows\" id=\"rollout-rows\"></div><canvas class=\"big\" id=\"rollout\"></canvas><div class=\"cols\" "
