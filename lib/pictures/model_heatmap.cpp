@@ -148,6 +148,8 @@ std::string head_block(const ModelPictures& m, const PooledWeights& g, std::size
             if (truecolor) out += colour_escape(viridis(t[r * g.cols + c]), false) + "  ";
             else out.append(2, ramp_char(t[r * g.cols + c], 1));
         }
+        if (!truecolor)  // the darkest cells at the end of a row are spaces: none trail a line
+            while (out.back() == ' ') out.pop_back();
         out += truecolor ? "\x1b[0m\n" : "\n";
     }
     return out;

@@ -76,7 +76,7 @@ for k, layer in enumerate([0, 2]):
         start = next(i for i, l in enumerate(lines) if l.split(" (")[0] == "layer %d head %d" % (layer, h))
         rows = [l for l in lines[start + 1:start + 20] if l[:1].isdigit()][:7]
         for i, row in enumerate(rows):
-            cells, w = row[-14:], a[k, h, i]
+            cells, w = row[7:], a[k, h, i]  # after "i ", the tokens (4 wide: "_cat") and a space
             assert w[cells.index("@@") // 2] >= w.max() * (1 - 1 / 18), (layer, h, i, row)  # 9 steps of the ramp
 PY
 grep -q '_cat' "$W/out" || fail "--heatmap: no space mark in ASCII"
