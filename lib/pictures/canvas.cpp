@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <numbers>
 
 #include "attntrace/pictures/plot.hpp"
 #include "attntrace/tensor/dynamic_library.hpp"
@@ -200,7 +201,7 @@ void RasterPainter::text(const TextSpec& t) {
     lib.cairo_save(cr);
     lib.cairo_set_source_rgb(cr, kInk.r / 255.0, kInk.g / 255.0, kInk.b / 255.0);
     lib.cairo_translate(cr, t.x, t.y);
-    if (t.vertical) lib.cairo_rotate(cr, M_PI / 2);  // the line runs down the page, its top to the right
+    if (t.vertical) lib.cairo_rotate(cr, std::numbers::pi / 2);  // the line runs down the page, its top to the right
     lib.cairo_move_to(cr, -shift, 0);
     lib.pango_cairo_update_layout(cr, s_->context->layout);
     lib.pango_cairo_show_layout(cr, s_->context->layout);
