@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "attntrace/io/file_bytes.hpp"
 #include "attntrace/tensor/errors.hpp"
@@ -17,7 +18,8 @@ using namespace text;
 
 struct Tokenizer::Impl {
     std::string file;
-    FileBytes bytes;  // the views of the vocabulary point into these
+    std::optional<FileBytes> bytes;  // the file's bytes (the vocabulary's views point into them) ...
+    std::string owned;               // ... or the JSON text given to from_json
     JsonDoc doc;
     Vocab vocab;
     std::unique_ptr<Normalizer> normalizer;
@@ -28,7 +30,9 @@ struct Tokenizer::Impl {
     AddedTokens added;
     bool clean_up_spaces = false;
 
-    Impl(std::string f, FileBytes b) : file(std::move(f)), bytes(std::move(b)), doc(bytes.bytes(), file) {}
+    Impl(std::string f, FileBytes b) : file(std::move(f)), bytes(std::move(b)), doc(bytes->bytes(), file) {}
+    Impl(std::string name, std::string json) : file(std::move(name)), owned(std::move(json)), doc(owned, file) {}
+    void build();  // the components from doc
     void encode_segment(NormStr segment, std::vector<Token>& out) const;
     void run_model(Pieces& pieces, std::vector<Token>& out) const;
 };
@@ -66,7 +70,9 @@ std::vector<AddedToken> read_added(Json list) {
         Json t = list[i];
         auto flag = [&](const char* name, bool dflt) { Json j = t.get(name); return j.is_null() ? dflt : j.boolean(name); };
         AddedToken a;
-        a.id = static_cast<std::uint32_t>(t.get("id").integer("added_tokens[].id"));
+        const std::int64_t id = t.get("id").integer("added_tokens[].id");
+        if (id < 0 || id > 0x7FFFFFFF) throw InputError(t.file() + ": added_tokens[].id: id " + std::to_string(id) + " out of range");
+        a.id = static_cast<std::uint32_t>(id);
         a.content = std::string(t.get("content").str("added_tokens[].content"));
         a.single_word = flag("single_word", false);
         a.lstrip = flag("lstrip", false);
@@ -86,18 +92,28 @@ Tokenizer Tokenizer::load(const std::string& path) {
     const std::string file = folder ? (fs::path(path) / "tokenizer.json").string() : path;
     if (folder && !fs::exists(file, ec)) throw InputError(path + ": no tokenizer.json in this folder");
     auto impl = std::make_unique<Impl>(file, FileBytes::open(file));
-    const Json root = impl->doc.root();
-    if (!root.is_object()) throw InputError(file + ": expected a JSON object (a tokenizer.json)");
-    if (!root.has("model")) throw InputError(file + ": no \"model\" (is it a tokenizer.json?)");
-    impl->model = make_model(root.get("model"), impl->vocab);
-    impl->normalizer = make_normalizer(root.get("normalizer"));
-    impl->pre_tokenizer = make_pre_tokenizer(root.get("pre_tokenizer"));
-    impl->post_processor = make_post_processor(root.get("post_processor"), impl->vocab);
-    impl->decoder = make_decoder(root.get("decoder"));
-    impl->vocab.added = read_added(root.get("added_tokens"));
-    impl->added = AddedTokens(impl->vocab.added, impl->normalizer.get());
+    impl->build();
     impl->clean_up_spaces = read_clean_up(fs::path(file).parent_path());
     return Tokenizer(std::move(impl));
+}
+
+Tokenizer Tokenizer::from_json(std::string json, const std::string& name) {
+    auto impl = std::make_unique<Impl>(name, std::move(json));
+    impl->build();
+    return Tokenizer(std::move(impl));
+}
+
+void Tokenizer::Impl::build() {
+    const Json root = doc.root();
+    if (!root.is_object()) throw InputError(file + ": expected a JSON object (a tokenizer.json)");
+    if (!root.has("model")) throw InputError(file + ": no \"model\" (is it a tokenizer.json?)");
+    vocab.added = read_added(root.get("added_tokens"));
+    model = make_model(root.get("model"), vocab);
+    normalizer = make_normalizer(root.get("normalizer"));
+    pre_tokenizer = make_pre_tokenizer(root.get("pre_tokenizer"));
+    post_processor = make_post_processor(root.get("post_processor"), vocab);
+    decoder = make_decoder(root.get("decoder"));
+    added = AddedTokens(vocab.added, normalizer.get());
 }
 
 void Tokenizer::Impl::run_model(Pieces& pieces, std::vector<Token>& out) const {

@@ -64,9 +64,13 @@ void read_vocab(Json model, Vocab& vocab) {
     Json v = model.get("vocab");
     if (!v.is_object()) throw InputError(model.file() + ": model.vocab: expected an object");
     std::vector<std::string_view> by_id;
+    // Ids are dense: the vocabulary's and the added tokens' together number them all.
+    const std::size_t limit = v.size() + vocab.added.size();
     for (std::size_t i = 0; i < v.size(); ++i) {
         const std::int64_t id = v[i].integer("model.vocab");
-        if (id < 0 || id > 0x7FFFFFFF) throw InputError(v.file() + ": model.vocab: id " + std::to_string(id) + " out of range");
+        if (id < 0 || static_cast<std::uint64_t>(id) >= limit)
+            throw InputError(v.file() + ": model.vocab: id " + std::to_string(id) + " of \"" + std::string(v.key(i)) +
+                             "\" is past the " + std::to_string(limit) + " ids of the vocabulary and added tokens");
         if (static_cast<std::size_t>(id) >= by_id.size()) by_id.resize(static_cast<std::size_t>(id) + 1);
         by_id[static_cast<std::size_t>(id)] = v.key(i);
     }

@@ -27,6 +27,9 @@ public:
     // InputError naming the file and the problem (missing, not JSON, an unsupported component
     // with the supported ones).
     static Tokenizer load(const std::string& path);
+    // The tokenizer whose tokenizer.json text is JSON; NAME stands for the file in messages. No
+    // tokenizer_config.json is read (clean_up_tokenization_spaces is off).
+    static Tokenizer from_json(std::string json, const std::string& name);
 
     // The tokens of TEXT as tokenizer(text) gives them (add_special_tokens as the fast tokenizer's
     // post-processor adds them). Throws InputError "SOURCE: invalid UTF-8 at byte N".
