@@ -109,6 +109,7 @@ void Tokenizer::Impl::build() {
     if (!root.has("model")) throw InputError(file + ": no \"model\" (is it a tokenizer.json?)");
     vocab.added = read_added(root.get("added_tokens"));
     model = make_model(root.get("model"), vocab);
+    vocab.index_all(file);
     normalizer = make_normalizer(root.get("normalizer"));
     pre_tokenizer = make_pre_tokenizer(root.get("pre_tokenizer"));
     post_processor = make_post_processor(root.get("post_processor"), vocab);
@@ -158,9 +159,12 @@ Encoding Tokenizer::encode(std::string_view text, bool add_special_tokens, const
     }
     if (impl_->post_processor) impl_->post_processor->process(tokens, add_special_tokens, impl_->vocab);
     Encoding e;
+    e.ids.reserve(tokens.size());
+    e.tokens.reserve(tokens.size());
+    e.offsets.reserve(tokens.size());
     for (const Token& t : tokens) {
         e.ids.push_back(t.id);
-        e.tokens.emplace_back(impl_->vocab.token(t.id).value_or(""));
+        e.tokens.push_back(impl_->vocab.token(t.id).value_or(std::string_view()));
         e.offsets.emplace_back(t.offsets.begin, t.offsets.end);
     }
     return e;
