@@ -44,7 +44,7 @@ std::vector<std::uint32_t> read_ids(const std::string& value) {
 }
 
 Sequence sequence_from_ids(std::vector<std::uint32_t> ids, const Tokenizer* tokenizer, std::string source) {
-    Sequence s{std::move(ids), {}, std::move(source)};
+    Sequence s{std::move(ids), {}, std::move(source), ""};
     for (std::uint32_t id : s.ids) {
         TraceToken t{id, "", ""};
         if (tokenizer && id < tokenizer->vocab_size()) {

@@ -2,6 +2,7 @@
 // The tokenizer's parts (tokenizer.hpp's Tokenizer::Impl), for the text subsystem's own files:
 // tokenizer.cpp builds and runs them, token_display.cpp reads the vocabulary and its style.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,8 @@ namespace attntrace {
 
 struct Tokenizer::Impl {
     std::string file;
-    FileBytes bytes;  // the views of the vocabulary point into these
+    std::optional<FileBytes> bytes;  // the file's bytes (the vocabulary's views point into them) ...
+    std::string owned;               // ... or the JSON text given to from_json
     text::JsonDoc doc;
     text::Vocab vocab;
     std::unique_ptr<text::Normalizer> normalizer;
@@ -27,7 +29,9 @@ struct Tokenizer::Impl {
     bool clean_up_spaces = false;
     TokenStyle style;  // how the vocabulary spells text (token_display.hpp)
 
-    Impl(std::string f, FileBytes b) : file(std::move(f)), bytes(std::move(b)), doc(bytes.bytes(), file) {}
+    Impl(std::string f, FileBytes b) : file(std::move(f)), bytes(std::move(b)), doc(bytes->bytes(), file) {}
+    Impl(std::string name, std::string json) : file(std::move(name)), owned(std::move(json)), doc(owned, file) {}
+    void build();  // the components from doc
     void encode_segment(text::NormStr segment, std::vector<text::Token>& out) const;
     void run_model(text::Pieces& pieces, std::vector<text::Token>& out) const;
 };

@@ -7,6 +7,7 @@
 #include <utf8proc.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "attntrace/tensor/dynamic_library.hpp"
@@ -89,6 +90,12 @@ std::optional<std::size_t> first_invalid_utf8(std::string_view s) noexcept {
         const unsigned char b = p[i];
         if (b < 0x80) {
             ++i;
+            while (i + 8 <= n) {  // ASCII eight bytes at a time
+                std::uint64_t w;
+                std::memcpy(&w, p + i, 8);
+                if (w & 0x8080808080808080ull) break;
+                i += 8;
+            }
             continue;
         }
         std::size_t len = 0;
@@ -107,39 +114,18 @@ std::optional<std::size_t> first_invalid_utf8(std::string_view s) noexcept {
     return std::nullopt;
 }
 
-void append_utf8(std::string& out, char32_t c) {
-    if (c < 0x80) {
-        out += static_cast<char>(c);
-    } else if (c < 0x800) {
-        out += static_cast<char>(0xC0 | (c >> 6));
-        out += static_cast<char>(0x80 | (c & 0x3F));
-    } else if (c < 0x10000) {
-        out += static_cast<char>(0xE0 | (c >> 12));
-        out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (c & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (c >> 18));
-        out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (c & 0x3F));
-    }
-}
-
 Category category(char32_t c) { return static_cast<Category>(utf8proc().category(static_cast<utf8proc_int32_t>(c))); }
 
-bool is_whitespace(char32_t c) noexcept {
+bool is_whitespace_above_ascii(char32_t c) noexcept {
     switch (c) {
-        case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20: case 0x85: case 0xA0: case 0x1680:
-        case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
+        case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
             return true;
         default:
             return c >= 0x2000 && c <= 0x200A;
     }
 }
 
-bool is_punctuation(char32_t c) {
-    if (c < 0x80) return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
-                         (c >= 0x7B && c <= 0x7E);
+bool is_punctuation_above_ascii(char32_t c) {
     const Category k = category(c);
     return k >= Category::Pc && k <= Category::Po;
 }
@@ -267,26 +253,30 @@ Regex::~Regex() {
     pcre2().code_free(static_cast<pcre2_code*>(code_));
 }
 
-void Regex::find_all(std::string_view s, std::vector<std::pair<std::size_t, std::size_t>>& out) const {
+bool Regex::find_from(std::string_view s, std::size_t at, std::pair<std::size_t, std::size_t>& match) const {
     const Pcre2& lib = pcre2();
     auto* code = static_cast<pcre2_code*>(code_);
     auto* md = static_cast<pcre2_match_data*>(match_data_);
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(s.data());
     const PCRE2_SIZE* ov = lib.ovector(md);
-    std::size_t at = 0;
     while (at <= s.size()) {
         const int rc = jit_ ? lib.jit_match(code, subject, s.size(), at, 0, md, nullptr)
                             : lib.match(code, subject, s.size(), at, PCRE2_NO_UTF_CHECK, md, nullptr);
-        if (rc == PCRE2_ERROR_NOMATCH) return;
+        if (rc == PCRE2_ERROR_NOMATCH) return false;
         if (rc < 0) throw InputError("tokenizer: regex match failed (PCRE2 error " + std::to_string(rc) + ")");
         if (ov[1] > ov[0]) {
-            out.emplace_back(ov[0], ov[1]);
-            at = ov[1];
-        } else {  // an empty match: step over one character
-            at = ov[0] + 1;
-            while (at < s.size() && is_continuation(static_cast<unsigned char>(s[at]))) ++at;
+            match = {ov[0], ov[1]};
+            return true;
         }
+        at = ov[0] + 1;  // an empty match: step over one character
+        while (at < s.size() && is_continuation(static_cast<unsigned char>(s[at]))) ++at;
     }
+    return false;
+}
+
+void Regex::find_all(std::string_view s, std::vector<std::pair<std::size_t, std::size_t>>& out) const {
+    std::pair<std::size_t, std::size_t> m;
+    for (std::size_t at = 0; find_from(s, at, m); at = m.second) out.push_back(m);
 }
 
 }  // namespace attntrace::text
