@@ -39,7 +39,7 @@ void add_attention_flags(CLI::App& cmd, AttentionFlags& f) {
         ->check(positive_integer(1024));
     cmd.add_option("--max-memory", f.max_memory,
                    "refuse runs whose (Lq, Lk) buffers need more (e.g. 4G; default: half the RAM)");
-    add_picture_flags(cmd, f.pictures, true);
+    add_picture_flags(cmd, f.pictures, true, "--picture-scale");
     cmd.add_option("--rotary", f.rotary, "rotary position embedding on q and k: half (Llama, NeoX) or interleaved (GPT-J)")
         ->check(CLI::IsMember({"half", "interleaved"}));
     cmd.add_option("--rotary-theta", f.rotary_theta, "rotary base theta")->capture_default_str();

@@ -287,7 +287,8 @@ std::string AttentionRun<T>::pictures(const AttentionResult<T>& result, const Tr
         TextStyle plain;  // the report shows the text trace without terminal colour
         plain.values = flags_.trace == TraceDetail::values;
         const std::string trace = render_text_trace(context, recorder.stages(), result.row_stats, plain);
-        ReportData data{context.header, trace, nlohmann::json::array(), labels.query, labels.key, f.batch};
+        ReportData data{context.header, trace, nlohmann::json::array(), labels.query, labels.key, f.batch,
+                        colour_scale(f)};
         data.head_stats = trace_json(context, std::vector<StageRecord<T>>{}, result.row_stats, result.empty_rows,
                                      false)["head_stats"];
         write_file_atomically(f.report, naming_flags(kPictureFlagNames, [&] { return html_report(pooled, data); }));

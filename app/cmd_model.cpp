@@ -10,6 +10,7 @@
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/tensor/memory.hpp"
 #include "commands.hpp"
+#include "model_pictures.hpp"
 #include "model_run.hpp"
 #include "picture_flags.hpp"
 
@@ -26,14 +27,9 @@ std::string read_all(const std::string& file) {
     return all;
 }
 
-// Exactly one input; the flags that cannot go together; issue 28's pictures refused.
+// Exactly one input; the flags that cannot go together; the pictures' flags (model_pictures.hpp).
 void check_flags(const ModelFlags& f) {
-    for (const auto& [flag, given] : {std::pair{"--heatmap", f.heatmap}, {"--plot", !f.plot.empty()},
-                                      {"--report", !f.report.empty()}, {"--rollout", !f.rollout.empty()},
-                                      {"--scale", !f.scale.empty()}})
-        if (given)
-            throw UsageError(std::string(flag) + ": pictures of a whole model are not drawn yet (issue 28); draw one " +
-                             "layer with mha --model DIR --layer N --heatmap/--plot/--report");
+    check_model_picture_flags(f);
     const int inputs = int(f.text.has_value()) + int(!f.text_file.empty()) + int(!f.ids.empty()) + int(!f.each_line.empty());
     if (inputs != 1) throw UsageError("model: give exactly one of --text, --text-file, --ids and --each-line");
     if (!f.each_line.empty())
@@ -52,7 +48,8 @@ void check_outputs(const ModelFlags& f) {
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(f.model, ec)) inputs.push_back(entry.path().string());
     const std::vector<std::pair<std::string, std::string>> outputs{
-        {"--hidden-states", f.hidden_states}, {"--attentions", f.attentions}, {"--logits", f.logits}};
+        {"--hidden-states", f.hidden_states}, {"--attentions", f.attentions}, {"--logits", f.logits},
+        {"--plot", f.plot}, {"--report", f.report}, {"--rollout", f.rollout}};
     std::size_t to_stdout = 0;
     for (std::size_t i = 0; i < outputs.size(); ++i) {
         const auto& [flag, path] = outputs[i];
@@ -109,12 +106,24 @@ void run_model(const ModelFlags& f) {
         const std::string source = f.text ? "--text" : f.text_file == "-" ? "stdin" : f.text_file;
         seq = sequence_from_text(*s.tokenizer, f.text ? *f.text : read_all(f.text_file), !f.no_special, source);
     }
-    const ModelTrace trace = run_sequence<T>(s, seq, true);
+    std::optional<PictureCollector<T>> pictures;
+    ExtraObserver<T> extra;
+    if (wants_model_pictures(f)) {
+        const std::size_t l = seq.ids.size();
+        extra = {&pictures.emplace(s, l), picture_cells(f, l), picture_bytes(s, l, sizeof(T))};
+    }
+    const ModelTrace trace = run_sequence<T>(s, seq, true, extra);
     const bool tensor_on_stdout = f.hidden_states == "-" || f.attentions == "-" || f.logits == "-";
-    if (f.format == TraceFormat::json)
+    // the trace on stdout (stderr when a tensor takes stdout), then the heatmaps on the same stream;
+    // the JSON trace alone on stdout, the heatmaps then on stderr
+    const bool json = f.format == TraceFormat::json;
+    FILE* stream = json || tensor_on_stdout ? stderr : stdout;
+    const std::string heatmaps = pictures ? draw_model_pictures<T>(s, seq, trace, *pictures, stream) : "";
+    if (json)
         std::cout << model_trace_json(trace).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     else
         (tensor_on_stdout ? std::cerr : std::cout) << render_model_text(trace);
+    (stream == stderr ? std::cerr : std::cout) << heatmaps << std::flush;
 }
 
 }  // namespace
@@ -143,13 +152,15 @@ void setup_model(CLI::App& app) {
     add_format_flag(*cmd, f->format);
     cmd->add_option("--threads", f->threads, "number of threads (default: all cores)")->check(positive_integer(1024));
     cmd->add_option("--max-memory", f->max_memory, "refuse runs that would need more (e.g. 4G; default: half the RAM)");
-    cmd->add_flag("--heatmap", f->heatmap, "(issue 28, not yet)")->group("");
-    for (auto [name, target] : {std::pair{"--plot", &f->plot}, {"--report", &f->report}, {"--rollout", &f->rollout},
-                                {"--scale", &f->scale}})
-        cmd->add_option(name, *target, "(issue 28, not yet)")->group("");
+    cmd->add_flag("--heatmap", f->heatmap, "print every kept head as a heatmap with its tokens (colour on a terminal)");
+    cmd->add_option("--plot", f->plot, "write every kept head in one image, layers x heads: FILE.png or FILE.svg");
+    cmd->add_option("--report", f->report, "write a self-contained HTML page of every kept head: FILE.html");
+    cmd->add_option("--rollout", f->rollout, "write attention rollout across the kept layers (L, L): FILE.npy");
+    add_scale_flag(*cmd, f->scale, "--scale");
     cmd->footer(R"(Examples:
   attntrace model tests/fixtures/models/full_gpt2 --text "the cat sat on the mat"
   attntrace model gpt2/ --ids 464,3797,3332 --attentions a.npy --logits l.npy --format json
   attntrace model bert/ --text "the cat [MASK] on the mat" --top 5
-  attntrace model gpt2/ --text "x" --induction 50 --seed 1 --layers 4-7)");
+  attntrace model gpt2/ --text "x" --induction 50 --seed 1 --layers 4-7
+  attntrace model gpt2/ --text "the cat sat on the mat" --plot heads.png --report heads.html)");
 }

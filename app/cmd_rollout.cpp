@@ -62,7 +62,7 @@ void setup_rollout(CLI::App& app) {
     cmd->add_option("--dtype", f->dtype, "compute and output precision")
         ->check(CLI::IsMember({"f32", "f64"}))
         ->capture_default_str();
-    add_picture_flags(*cmd, f->pictures, false);
+    add_picture_flags(*cmd, f->pictures, false, "--scale");
     cmd->footer(R"(Per layer: the mean over heads, plus the identity (the residual connection), rows renormalised;
 the rollout is the product of the layers, the last layer on the left. Row i says how much each
 input token flows into position i at the top of the stack.

@@ -74,9 +74,8 @@ void run_tokenize(const TokenizeOptions& opt) {
 }  // namespace
 
 void setup_tokenize(CLI::App& app) {
-    auto [opt, cmd] = add_command<TokenizeOptions>(
-        app, "tokenize", "A checkpoint's own tokenizer (tokenizer.json): text to ids, ids to text", run_tokenize,
-        {{"decoding: id ", "--decode: id "}});
+    auto [opt, cmd] = add_command<TokenizeOptions>(app, "tokenize", "A checkpoint's own tokenizer (tokenizer.json): text to ids, ids to text", run_tokenize,
+                                                      {{"decode: id", "--decode: id"}});
     cmd->add_option("MODEL", opt->model, "a checkpoint folder holding tokenizer.json, or a tokenizer.json")->required();
     cmd->add_option("STDIN", opt->stdin_marker, "- : read the text from stdin");
     cmd->add_option("--text", opt->text, "the text to tokenize")->each([o = opt.get()](const std::string&) { o->text_given = true; });

@@ -44,7 +44,7 @@ std::vector<std::uint32_t> read_ids(const std::string& value) {
 }
 
 Sequence sequence_from_ids(std::vector<std::uint32_t> ids, const Tokenizer* tokenizer, std::string source) {
-    Sequence s{std::move(ids), {}, std::move(source)};
+    Sequence s{std::move(ids), {}, std::move(source), ""};
     for (std::uint32_t id : s.ids) {
         TraceToken t{id, "", ""};
         if (tokenizer && id < tokenizer->vocab_size()) {
@@ -60,6 +60,7 @@ Sequence sequence_from_text(const Tokenizer& tokenizer, std::string_view text, b
     if (text.empty()) throw InputError(source + ": empty text");
     const Encoding e = tokenizer.encode(text, special_tokens, source);
     Sequence s = sequence_from_ids(e.ids, &tokenizer, std::move(source));
+    s.text = std::string(text);
     for (std::size_t i = 0; i < s.tokens.size(); ++i) s.tokens[i].token = e.tokens[i];
     return s;
 }
@@ -225,8 +226,9 @@ std::pair<InductionSequence, std::map<std::size_t, std::vector<double>>> inducti
 }
 
 // Refuses (exit 3, naming --max-memory) a run whose peak would pass the budget.
-void check_budget(const ModelSession& s, std::size_t length, const ForwardOptions& o, std::size_t element) {
-    std::uint64_t bytes = forward_memory_bytes(s.model.config, length, o, element);
+void check_budget(const ModelSession& s, std::size_t length, const ForwardOptions& o, std::size_t element,
+                  std::uint64_t extra_bytes) {
+    std::uint64_t bytes = forward_memory_bytes(s.model.config, length, o, element) + extra_bytes;
     const ModelConfig& m = s.model.config;
     const std::uint64_t l = length;  // a tensor to stdout is held whole until the end (NpyOutput)
     if (s.flags.attentions == "-") bytes += kept_layers(s.kept).size() * m.heads * l * l * element;
@@ -234,8 +236,10 @@ void check_budget(const ModelSession& s, std::size_t length, const ForwardOption
     const std::string budget_text = s.flags.max_memory;
     const std::uint64_t budget = budget_text.empty() ? default_memory_budget() : *parse_byte_size(budget_text);
     try {
-        check_memory_budget(1, bytes, 1, budget, "(the largest layer's weights, the activations and the logits) for " +
-                                                      std::to_string(length) + " tokens", "raise --max-memory or use fewer tokens");
+        const std::string what = extra_bytes ? "(the largest layer's weights, the activations, the logits and the pictures) for "
+                                             : "(the largest layer's weights, the activations and the logits) for ";
+        check_memory_budget(1, bytes, 1, budget, what + std::to_string(length) + " tokens",
+                            extra_bytes ? "raise --max-memory, use fewer tokens or fewer --layers" : "raise --max-memory or use fewer tokens");
     } catch (const InputError& e) {
         throw InputError(with_flag_name(e.what(), {{"memory budget", "--max-memory"}}));
     }
@@ -244,7 +248,7 @@ void check_budget(const ModelSession& s, std::size_t length, const ForwardOption
 }  // namespace
 
 template <class T>
-ModelTrace run_sequence(const ModelSession& s, const Sequence& seq, bool write_outputs) {
+ModelTrace run_sequence(const ModelSession& s, const Sequence& seq, bool write_outputs, const ExtraObserver<T>& extra) {
     const ModelFlags& f = s.flags;
     ForwardOptions o;
     o.attention_layers = s.kept;
@@ -255,12 +259,14 @@ ModelTrace run_sequence(const ModelSession& s, const Sequence& seq, bool write_o
     const bool all_layers = o.all_logits || !positions.empty() || (write_outputs && !f.hidden_states.empty());
     o.layers = all_layers ? 0 : kept_layers(s.kept).back() + 1;
     check_ids(s.model.config, seq.ids, seq.source);
-    check_budget(s, seq.ids.size(), o, sizeof(T));
+    o.pooled_cells = extra.pooled_cells;
+    check_budget(s, seq.ids.size(), o, sizeof(T), extra.bytes);
     HeadStatsCollector<T> stats;
     std::optional<OutputFiles<T>> files;
     ObserverList<T> observers;
     observers.add(&stats);
     if (write_outputs) observers.add(&files.emplace(s, seq.ids.size()));
+    if (extra.observer) observers.add(extra.observer);
     const ForwardResult<T> result = forward<T>(s.model, seq.ids, o, observers);
     ModelTrace trace;
     trace.dir = f.model, trace.config = &s.model.config, trace.dtype = sizeof(T) == 4 ? "float32" : "float64";
@@ -277,5 +283,5 @@ ModelTrace run_sequence(const ModelSession& s, const Sequence& seq, bool write_o
     return trace;
 }
 
-template ModelTrace run_sequence<float>(const ModelSession&, const Sequence&, bool);
-template ModelTrace run_sequence<double>(const ModelSession&, const Sequence&, bool);
+template ModelTrace run_sequence<float>(const ModelSession&, const Sequence&, bool, const ExtraObserver<float>&);
+template ModelTrace run_sequence<double>(const ModelSession&, const Sequence&, bool, const ExtraObserver<double>&);

@@ -39,6 +39,7 @@ struct Sequence {
     std::vector<std::uint32_t> ids;
     std::vector<attntrace::TraceToken> tokens;
     std::string source;  // "--ids", "--text", "--text-file notes.txt", "line 3 of corpus.txt"
+    std::string text;    // the text tokenized ("" for ids)
 };
 
 // --ids VALUE: a comma list "15496,995" (UsageError when malformed) or a 1-D integer .npy
@@ -66,7 +67,17 @@ struct ModelSession {
 // (UsageError: --layers, --top or --logits on a model without a head).
 ModelSession open_session(const ModelFlags& flags, bool text_needed);
 
+// One more observer of the forward (the pictures'), the cells per axis it wants each kept layer's
+// weights pooled to, and the bytes it holds (counted against --max-memory).
+template <class T>
+struct ExtraObserver {
+    attntrace::ModelObserver<T>* observer = nullptr;
+    std::size_t pooled_cells = 0;
+    std::uint64_t bytes = 0;
+};
+
 // Runs SESSION on SEQUENCE: the forward (and the induction run) with the outputs streamed when
 // WRITE_OUTPUTS, then the outputs put in place. Returns the trace.
 template <class T>
-attntrace::ModelTrace run_sequence(const ModelSession& session, const Sequence& sequence, bool write_outputs);
+attntrace::ModelTrace run_sequence(const ModelSession& session, const Sequence& sequence, bool write_outputs,
+                                   const ExtraObserver<T>& extra = {});

@@ -13,7 +13,20 @@
 
 using namespace attntrace;
 
-void add_picture_flags(CLI::App& cmd, PictureFlags& f, bool with_report) {
+void add_scale_flag(CLI::App& cmd, std::string& target, const char* flag) {
+    cmd.add_option(flag, target,
+                   "the pictures' colour scale: row (default: each row to its own maximum, so a sink does not wash "
+                   "out the rest), linear or log");
+}
+
+ColourScale colour_scale(const PictureFlags& f) {
+    if (f.scale.empty()) return kDefaultColourScale;
+    const auto s = parse_colour_scale(f.scale);
+    if (!s) throw UsageError(std::string(f.scale_flag) + ": '" + f.scale + "' is not a colour scale; use linear, row or log");
+    return *s;
+}
+
+void add_picture_flags(CLI::App& cmd, PictureFlags& f, bool with_report, const char* scale_flag) {
     cmd.add_flag("--heatmap", f.heatmap,
                  "print each head's weights as a heatmap after the trace (colour on a terminal, ASCII otherwise)");
     cmd.add_option("--plot", f.plot, "write the heads' heatmaps as a picture: FILE.png or FILE.svg");
@@ -22,6 +35,8 @@ void add_picture_flags(CLI::App& cmd, PictureFlags& f, bool with_report) {
     cmd.add_option("--key-labels", f.key_labels, "key tokens (default: --labels when there are as many keys)");
     cmd.add_option("--show-heads", f.show_heads, "the heads to picture, e.g. 0,3 (default: all)");
     cmd.add_option("--batch", f.batch, "the batch row to picture (default 0)");
+    f.scale_flag = scale_flag;
+    add_scale_flag(cmd, f.scale, scale_flag);
 }
 
 namespace {
@@ -42,6 +57,9 @@ void check_picture_flags(const PictureFlags& f) {
         throw UsageError("--show-heads: '" + f.show_heads + "' is not a list of head numbers like 0,3");
     if (!f.any() && (!f.labels.empty() || !f.key_labels.empty() || !f.show_heads.empty() || f.batch != 0))
         throw UsageError("--labels, --key-labels, --show-heads and --batch need --heatmap, --plot or --report");
+    colour_scale(f);
+    if (!f.any() && !f.scale.empty())
+        throw UsageError(std::string(f.scale_flag) + ": a colour scale needs --heatmap, --plot or --report");
 }
 
 std::vector<std::size_t> shown_heads(const PictureFlags& f) {
@@ -77,12 +95,11 @@ bool terminal_style(FILE* stream) {
 std::string draw_pictures(const PictureFlags& f, const PooledWeights& weights, const std::string& title,
                           const AxisLabels& labels, FILE* stream, const std::vector<std::string>& names) {
     if (!f.plot.empty()) {
-        PlotOptions o{title, labels.query, labels.key, f.batch, shown_heads(f)};
+        PlotOptions o{title, labels.query, labels.key, f.batch, shown_heads(f), colour_scale(f)};
         const std::string bytes = naming_flags(kPictureFlagNames, [&] {
-            if (!ends_with(f.plot, ".png")) return plot_svg(weights, o);
             try {
-                return plot_png(weights, o);
-            } catch (const OutputError& e) {  // libpng could not be loaded or failed: say which file
+                return ends_with(f.plot, ".png") ? plot_png(weights, o) : plot_svg(weights, o);
+            } catch (const OutputError& e) {  // cairo or pango could not be loaded or failed: say which file
                 throw OutputError(f.plot + ": " + e.what());
             }
         });
@@ -97,5 +114,6 @@ std::string draw_pictures(const PictureFlags& f, const PooledWeights& weights, c
     style.batch = f.batch;
     style.heads = shown_heads(f);
     style.names = names;
+    style.scale = colour_scale(f);
     return naming_flags(kPictureFlagNames, [&] { return render_heatmaps(weights, style); });
 }

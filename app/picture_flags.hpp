@@ -1,6 +1,8 @@
 #pragma once
 // The picture flags mha, sdpa and rollout share: --heatmap (terminal), --plot FILE.png|.svg,
-// --labels / --key-labels, --show-heads, --batch, and (mha, sdpa) --report FILE.html.
+// --labels / --key-labels, --show-heads, --batch, the colour scale, and (mha, sdpa) --report
+// FILE.html. The colour scale's flag is --scale for rollout (and model), --picture-scale for sdpa
+// and mha, whose --scale is the softmax's.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -8,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "attntrace/attention/pooled.hpp"
+#include "attntrace/pictures/scale.hpp"
 #include "flag_parsing.hpp"
 
 struct PictureFlags {
@@ -18,6 +21,8 @@ struct PictureFlags {
     std::string key_labels;  // key tokens; default: --labels when Lq == Lk
     std::string show_heads;  // "0,3"
     std::size_t batch = 0;
+    std::string scale;       // linear, row or log ("": the default)
+    const char* scale_flag = "--scale";  // the flag that sets it, for messages
 
     bool any() const { return heatmap || !plot.empty() || !report.empty(); }
     // The pictures' files, for the output checks.
@@ -30,7 +35,13 @@ inline const FlagNames kPictureFlagNames = {{"batch", "--batch"}, {"shown heads"
 // Cells per axis of the pooled weights kept for pictures (the bound: 1024 x 1024 per head).
 inline constexpr std::size_t kPictureCells = 1024;
 
-void add_picture_flags(CLI::App& cmd, PictureFlags& flags, bool with_report);
+// SCALE_FLAG: the colour scale's flag, "--scale" or (where --scale is the softmax's) "--picture-scale".
+void add_picture_flags(CLI::App& cmd, PictureFlags& flags, bool with_report, const char* scale_flag);
+
+// The colour scale the flags choose (UsageError naming its flag for another word).
+attntrace::ColourScale colour_scale(const PictureFlags& flags);
+// Adds the colour scale's flag to CMD, binding TARGET; the help names the default and why.
+void add_scale_flag(CLI::App& cmd, std::string& target, const char* flag);
 
 // Checks the flag values that need no data (--plot's extension, --show-heads' syntax).
 void check_picture_flags(const PictureFlags& flags);

@@ -5,10 +5,9 @@
 
 #include "attntrace/pictures/colormap.hpp"
 #include "attntrace/pictures/plot.hpp"
+#include "html.hpp"
 
 namespace attntrace {
-
-namespace {
 
 // JSON for a <script> element: "</" cannot close the element early.
 std::string script_json(const nlohmann::json& j) {
@@ -20,6 +19,21 @@ std::string script_json(const nlohmann::json& j) {
     }
     return out;
 }
+
+std::string base64(std::string_view bytes) {
+    static constexpr char kDigits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    out.reserve((bytes.size() + 2) / 3 * 4);
+    for (std::size_t i = 0; i < bytes.size(); i += 3) {
+        const std::size_t n = std::min<std::size_t>(3, bytes.size() - i);
+        std::uint32_t v = 0;
+        for (std::size_t k = 0; k < 3; ++k) v = v << 8 | (k < n ? static_cast<unsigned char>(bytes[i + k]) : 0u);
+        for (std::size_t k = 0; k < 4; ++k) out += k <= n ? kDigits[(v >> (18 - 6 * k)) & 63] : '=';
+    }
+    return out;
+}
+
+namespace {
 
 std::vector<std::string> axis_labels(std::size_t cells, std::size_t block, const std::vector<std::string>& labels) {
     std::vector<std::string> out(cells);
@@ -43,7 +57,8 @@ nlohmann::json heatmap_data(const PooledWeights& w, const ReportData& d) {
     return {{"rows", g.rows}, {"cols", g.cols}, {"q_block", g.q_block}, {"k_block", g.k_block},
             {"qlabels", axis_labels(g.rows, g.q_block, d.query_labels)},
             {"klabels", axis_labels(g.cols, g.k_block, d.key_labels)}, {"heads", heads},
-            {"viridis", std::string(viridis_hex_table())}};
+            {"viridis", std::string(viridis_hex_table())}, {"scale", colour_scale_name(d.scale)},
+            {"decades", kLogDecades}};
 }
 
 std::string number_cell(const nlohmann::json& v) {
@@ -105,6 +120,13 @@ constexpr const char* kScript = R"(
   var vmax = 0;
   d.heads.forEach(function (h) { h.cells.forEach(function (w) { vmax = Math.max(vmax, w); }); });
   if (!(vmax > 0)) vmax = 1;
+  var floor = vmax * Math.pow(10, -d.decades);
+  function place(w, rowMax) {  // scale.hpp's ColourMapping::position
+    if (!(w > 0)) return 0;
+    var t = d.scale === 'row' ? (rowMax > 0 ? w / rowMax : 0)
+          : d.scale === 'log' ? (w <= floor ? 0 : Math.log(w / floor) / Math.log(vmax / floor)) : w / vmax;
+    return Math.max(0, Math.min(1, t));
+  }
   var px = Math.max(1, Math.min(24, Math.floor(360 / Math.max(d.rows, d.cols))));
   var holder = document.getElementById('heads');
   d.heads.forEach(function (h) {
@@ -115,8 +137,10 @@ constexpr const char* kScript = R"(
     cv.className = 'heatmap'; cv.dataset.head = h.head;
     cv.width = d.cols * px; cv.height = d.rows * px;
     var g = cv.getContext('2d');
-    for (var r = 0; r < d.rows; r++)
-      for (var c = 0; c < d.cols; c++) { g.fillStyle = colour(h.cells[r * d.cols + c] / vmax); g.fillRect(c * px, r * px, px, px); }
+    for (var r = 0; r < d.rows; r++) {
+      var row = h.cells.slice(r * d.cols, (r + 1) * d.cols), rowMax = Math.max.apply(null, row);
+      for (var c = 0; c < d.cols; c++) { g.fillStyle = colour(place(row[c], rowMax)); g.fillRect(c * px, r * px, px, px); }
+    }
     cv.addEventListener('mousemove', function (e) {
       var r = Math.min(d.rows - 1, Math.floor(e.offsetY / px));
       show(queryText(r, [h]), e.clientX, e.clientY);
@@ -132,7 +156,9 @@ constexpr const char* kScript = R"(
     s.addEventListener('mouseleave', function () { tip.style.display = 'none'; });
     tokens.appendChild(s);
   });
-  document.getElementById('scale').textContent = 'colour scale: viridis from 0 to ' + vmax.toPrecision(3) +
+  var legends = {linear: 'linear: 0 to ' + vmax.toPrecision(3), row: 'row: each row to its own largest weight',
+                 log: 'log: ' + floor.toPrecision(3) + ' (and under) to ' + vmax.toPrecision(3)};
+  document.getElementById('scale').textContent = 'colour scale: viridis, ' + legends[d.scale] +
       '; one cell = ' + d.q_block + ' x ' + d.k_block + ' (queries x keys)';
   body.dataset.heatmaps = String(document.querySelectorAll('canvas.heatmap').length);
   if (location.hash === '#selftest' && d.heads.length > 0) body.dataset.selftest = show(queryText(0, [d.heads[0]]), 0, 0);

@@ -9,6 +9,20 @@ namespace attntrace {
 
 namespace {
 
+constexpr std::size_t kLockStripes = 64;
+
+// A (L, L) := A + I, each row renormalised to sum 1 (>= 1 for weights >= 0).
+template <class T>
+void add_residual(T* a, std::size_t l) {
+    for (std::size_t i = 0; i < l; ++i) {
+        T* row = a + i * l;
+        row[i] += T(1);
+        T sum = 0;
+        for (std::size_t j = 0; j < l; ++j) sum += row[j];
+        for (std::size_t j = 0; j < l; ++j) row[j] /= sum;
+    }
+}
+
 // A (B, L, L) from layer W: mean over heads, + I, rows renormalised. BATCH, L: the expected sizes.
 template <class T>
 Array<T> residual_mean(const Array<T>& w, std::size_t batch, std::size_t l) {
@@ -22,11 +36,8 @@ Array<T> residual_mean(const Array<T>& w, std::size_t batch, std::size_t l) {
                 const T* src = w.data() + ((b * heads + h) * l + i) * l;
                 for (std::size_t j = 0; j < l; ++j) row[j] += src[j] / T(heads);
             }
-            row[i] += T(1);
-            T sum = 0;
-            for (std::size_t j = 0; j < l; ++j) sum += row[j];
-            for (std::size_t j = 0; j < l; ++j) row[j] /= sum;  // sum >= 1 for weights >= 0
         }
+    for (std::size_t b = 0; b < batch; ++b) add_residual(a.data() + b * l * l, l);
     return a;
 }
 
@@ -67,6 +78,48 @@ Array<T> attention_rollout(const std::vector<Array<T>>& layers, const std::vecto
     if (!batched) rollout.reshape({l, l});
     return rollout;
 }
+
+template <class T>
+RolloutBuilder<T>::RolloutBuilder(std::size_t heads, std::size_t length)
+    : heads_(heads), l_(length), mean_(Array<T>::from_shape({length, length})),
+      rollout_(Array<T>::from_shape({length, length})), next_(Array<T>::from_shape({length, length})),
+      locks_(new std::mutex[kLockStripes]) {
+    std::fill(mean_.begin(), mean_.end(), T(0));
+}
+
+template <class T>
+void RolloutBuilder<T>::add(std::size_t first, const T* weights, std::size_t count) {
+    const std::size_t plane = l_ * l_;
+    for (std::size_t done = 0; done < count;) {  // one query row of one head at a time
+        const std::size_t at = (first + done) % plane, n = std::min(count - done, l_ - at % l_);
+        std::lock_guard guard(locks_[(at / l_) % kLockStripes]);
+        T* row = mean_.data() + at;
+        for (std::size_t j = 0; j < n; ++j) row[j] += weights[done + j] / T(heads_);
+        done += n;
+    }
+}
+
+template <class T>
+void RolloutBuilder<T>::finish_layer() {
+    add_residual(mean_.data(), l_);
+    if (layers_ == 0) {
+        std::swap(rollout_, mean_);
+    } else {  // rollout := A · rollout
+        gemm<T>(false, false, l_, l_, l_, T(1), mean_.data(), l_, rollout_.data(), l_, T(0), next_.data(), l_);
+        std::swap(rollout_, next_);
+    }
+    std::fill(mean_.begin(), mean_.end(), T(0));
+    ++layers_;
+}
+
+template <class T>
+const Array<T>& RolloutBuilder<T>::rollout() const {
+    if (layers_ == 0) throw UsageError("rollout: no layer's weights were given");
+    return rollout_;
+}
+
+template class RolloutBuilder<float>;
+template class RolloutBuilder<double>;
 
 template Array<float> attention_rollout(const std::vector<Array<float>>&, const std::vector<std::string>&);
 template Array<double> attention_rollout(const std::vector<Array<double>>&, const std::vector<std::string>&);

@@ -27,6 +27,7 @@ AddedTokens::AddedTokens(const std::vector<AddedToken>& tokens, const Normalizer
         if (text.empty()) continue;
         Set& set = t.normalized ? normalized_ : raw_;
         set.by_first_byte[static_cast<unsigned char>(text[0])].push_back({text, &t});
+        set.starts[static_cast<unsigned char>(text[0])] = true;
         set.empty = false;
     }
     for (Set* set : {&raw_, &normalized_})
@@ -48,6 +49,10 @@ std::vector<AddedTokens::Split> AddedTokens::split(std::string_view s, bool norm
     std::vector<Split> out;
     std::size_t done = 0;  // the end of the last split
     for (std::size_t at = 0; at < s.size();) {
+        if (!set.starts[static_cast<unsigned char>(s[at])]) {
+            ++at;
+            continue;
+        }
         const auto hit = longest_at(set, s, at);
         if (!hit) {
             ++at;

@@ -36,6 +36,7 @@ private:
     };
     struct Set {
         std::array<std::vector<Pattern>, 256> by_first_byte;  // longest first
+        std::array<bool, 256> starts{};                       // some pattern starts with this byte
         bool empty = true;
     };
     std::optional<std::pair<std::size_t, const Pattern*>> longest_at(const Set& set, std::string_view s, std::size_t at) const;

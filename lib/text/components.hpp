@@ -65,7 +65,8 @@ struct Model {
 };
 // The model and its vocabulary (filled in VOCAB).
 std::unique_ptr<Model> make_model(Json node, Vocab& vocab);
-// VOCAB := the model's "vocab" object {token: id}.
+// VOCAB := the model's "vocab" object {token: id} (vocab.added already read: ids must be below
+// the count of both).
 void read_vocab(Json model, Vocab& vocab);
 
 // ---- post-processors ------------------------------------------------------------------------------

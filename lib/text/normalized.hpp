@@ -18,8 +18,13 @@ struct Span {
 
 struct NormStr {
     std::string text;
-    std::vector<Span> align;  // align[i]: the original bytes normalized byte i comes from
+    // align[i]: the original bytes normalized byte i comes from. Empty while IDENTITY: each
+    // character still stands where the original's did from BASE on, with its length, so byte i
+    // comes from the character around base + i (most texts are never realigned: no 8 bytes of
+    // alignment per byte for them).
+    std::vector<Span> align;
     std::uint32_t base = 0;
+    bool identity = false;
 
     // The original text ORIGINAL[FROM, TO) unchanged (absolute offsets FROM..TO).
     static NormStr original(std::string_view whole, std::size_t from, std::size_t to);
@@ -27,7 +32,7 @@ struct NormStr {
     NormStr slice(std::size_t from, std::size_t to) const;
     // The original range covered by normalized bytes [FROM, TO) (the library's convert_offsets).
     Span original_span(std::size_t from, std::size_t to) const;
-    std::uint32_t original_begin() const { return align.empty() ? base : align.front().begin; }
+    std::uint32_t original_begin() const { return identity || align.empty() ? base : align.front().begin; }
 };
 
 // One character of a transformation, as the library's NormalizedString::transform takes it: the new
@@ -38,22 +43,42 @@ struct Change {
     int change;
 };
 
-// Replaces S[FROM, TO) (normalized bytes) by CHANGES, skipping the first SKIP old characters
-// (removed), and realigns exactly as the library does.
+// The library's NormalizedString::transform, one stretch at a time: each edit replaces old bytes
+// [FROM, TO) by CHANGES (the first SKIP old characters removed first) and realigns exactly as the
+// library does; what lies between the edits (given left to right) keeps its bytes and alignments.
+// finish() puts the new text in place; nothing changes, not even the alignments, without an edit.
+class Rewrite {
+public:
+    explicit Rewrite(NormStr& s) : s_(s) {}
+    void edit(std::size_t from, std::size_t to, const Change* changes, std::size_t count, std::size_t skip = 0);
+    void finish();
+
+private:
+    Span old_span(std::size_t i) const;  // the alignment of old byte I
+    void keep_until(std::size_t to);     // old bytes [done_, TO) as they are
+    NormStr& s_;
+    std::string text_;
+    std::vector<Span> align_;
+    std::size_t done_ = 0;
+    bool edited_ = false;
+};
+
+// One edit: S[FROM, TO) (normalized bytes) replaced by CHANGES, the first SKIP old characters removed.
 void transform(NormStr& s, std::size_t from, std::size_t to, const std::vector<Change>& changes, std::size_t skip = 0);
 
 // The characters of S, with a change of 0 each.
 std::vector<Change> unchanged(std::string_view s);
 
-// S with every character F(c) (F returns a u32string, possibly empty): the library's map/filter/
-// lowercase pattern. The first character of F(c) replaces c, the rest are inserted; an empty result
-// removes c.
+// S with every character F(c) (F appends to a u32string, possibly nothing): the library's map,
+// filter and lowercase. The first character of F(c) replaces c, the rest are inserted; nothing
+// removes c; c alone leaves it (and its alignment) as it is.
 template <class F>
 void map_chars(NormStr& s, F&& f);
 
-// In-place map where each character keeps its UTF-8 length (alignments unchanged); returns false
-// (and changes nothing) when some character would change length.
-bool map_same_length(NormStr& s, char32_t (*f)(char32_t));
+// S with every character F(c) when each keeps its UTF-8 length (alignments unchanged); false,
+// and nothing changed, when some character would change length (F returns 0xFFFFFFFF to refuse).
+template <class F>
+bool map_same_length(NormStr& s, F&& f);
 
 void prepend(NormStr& s, std::string_view what);
 // Every occurrence of WHAT replaced by WITH (the library's NormalizedString::replace).

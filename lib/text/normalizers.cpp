@@ -1,5 +1,7 @@
 // Normalizers (the library's normalizers/): BertNormalizer, NFC/NFD/NFKC/NFKD, Lowercase,
 // StripAccents, Strip, Prepend, Replace, Sequence.
+#include <algorithm>
+
 #include "attntrace/tensor/errors.hpp"
 #include "components.hpp"
 
@@ -34,52 +36,140 @@ char32_t same_length_lower(char32_t c) {
 }
 
 void lowercase(NormStr& s) {
-    if (map_same_length(s, all_ascii(s.text) ? ascii_lower : same_length_lower)) return;
+    if (map_same_length(s, [](char32_t c) { return same_length_lower(c); })) return;
     map_chars(s, [](char32_t c, std::u32string& out) { append_lowercase(out, c); });
 }
 
-// The text in normal form F, realigned chunk by chunk: a chunk runs from one character below
-// U+0300 (which nothing before it can combine with) to the next; an unchanged chunk keeps its
-// alignments, a changed one is replaced as a whole (the library aligns inside it more finely).
-void unicode_normalize(NormStr& s, NormalForm f) {
-    if (all_ascii(s.text)) return;
-    std::vector<Change> changes;
-    changes.reserve(s.text.size());
-    bool any = false;
-    for (std::size_t start = 0; start < s.text.size();) {
-        std::size_t end = start + utf8_length(decode_utf8(s.text, start).first);
-        bool ascii = static_cast<unsigned char>(s.text[start]) < 0x80;
-        while (end < s.text.size() && !is_normalization_boundary(static_cast<unsigned char>(s.text[end])))
-            ascii = false, end += utf8_length(decode_utf8(s.text, end).first);
-        const std::string_view old = std::string_view(s.text).substr(start, end - start);
-        start = end;
-        const std::vector<Change> before = unchanged(old);
-        if (ascii || normalize(old, f) == old) {
-            changes.insert(changes.end(), before.begin(), before.end());
+// The library's decomposition (unicode-normalization-alignments, which NormalizedString::nfd and
+// friends use): each character's full decomposition, its first character replacing it (change 0),
+// the rest inserted (1); each run of non-starters then stably sorted by combining class, the changes
+// travelling with their characters.
+void decompose_aligned(std::string_view s, bool compat, std::vector<Change>& out) {
+    struct Item {
+        int ccc;
+        Change change;
+    };
+    std::vector<Item> items;
+    std::size_t ready = 0;  // items before this are in canonical order
+    auto sort_pending = [&] {
+        std::stable_sort(items.begin() + static_cast<std::ptrdiff_t>(ready), items.end(),
+                         [](const Item& a, const Item& b) { return a.ccc < b.ccc; });
+        ready = items.size();
+    };
+    std::u32string parts;
+    for (std::size_t i = 0; i < s.size();) {
+        const auto [c, len] = decode_utf8(s, i);
+        i += len;
+        parts.clear();
+        decompose_char(c, compat, parts);
+        for (std::size_t k = 0; k < parts.size(); ++k) {
+            const int ccc = combining_class(parts[k]);
+            if (ccc == 0) sort_pending();
+            items.push_back({ccc, {parts[k], k == 0 ? 0 : 1}});
+        }
+    }
+    sort_pending();
+    for (const Item& it : items) out.push_back(it.change);
+}
+
+// The library's canonical composition of decomposed characters (its Recompositions iterator): a
+// composite takes the changes of what it joins, minus one.
+void recompose_aligned(const std::vector<Change>& in, std::vector<Change>& out) {
+    std::optional<Change> composee;
+    std::vector<Change> blocked;  // non-starters that did not compose, emitted after the composee
+    int last_ccc = 0;             // the combining class of blocked.back()
+    for (const Change& ch : in) {
+        const int ccc = combining_class(ch.c);
+        if (!composee) {
+            if (ccc != 0) out.push_back(ch);
+            else composee = ch;
             continue;
         }
-        std::vector<Change> now = unchanged(normalize(old, f));
-        for (std::size_t k = 0; k < now.size(); ++k) now[k].change = k < before.size() ? 0 : 1;
-        if (before.size() > now.size() && !now.empty()) now.back().change = -static_cast<int>(before.size() - now.size());
-        changes.insert(changes.end(), now.begin(), now.end());
-        any = true;
+        const bool is_blocked = !blocked.empty() && last_ccc >= ccc;
+        if (!is_blocked)
+            if (const char32_t r = compose_pair(composee->c, ch.c)) {
+                composee = Change{r, composee->change + ch.change - 1};
+                continue;
+            }
+        if (ccc == 0) {
+            out.push_back(*composee);
+            out.insert(out.end(), blocked.begin(), blocked.end());
+            blocked.clear();
+            composee = ch;
+            continue;
+        }
+        blocked.push_back(ch);
+        last_ccc = ccc;
     }
-    if (any) transform(s, 0, s.text.size(), changes);
+    if (composee) out.push_back(*composee);
+    out.insert(out.end(), blocked.begin(), blocked.end());
+}
+
+// The text in normal form F with the library's alignments. Chunks that run from one character below
+// U+0300 (nothing before it can combine with or reorder around it) to the next are normalized
+// independently; a chunk already in form F keeps its characters unchanged.
+// Whether CHANGES leave OLD as it is: the same characters, each replacing itself.
+bool same(std::string_view old, const std::vector<Change>& changes) {
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < old.size(); ++k) {
+        const auto [c, len] = decode_utf8(old, i);
+        if (k >= changes.size() || changes[k].c != c || changes[k].change != 0) return false;
+        i += len;
+    }
+    return k == changes.size();
+}
+
+std::size_t char_length(char lead) {
+    const auto b = static_cast<unsigned char>(lead);
+    return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+}
+
+// The text in normal form F with the library's alignments. Chunks that run from one character below
+// U+0300 (nothing before it can combine with or reorder around it) to the next are normalized
+// independently; an ASCII character alone is its own normal form, a chunk that comes out the same
+// is left as it is.
+void unicode_normalize(NormStr& s, NormalForm f) {
+    const bool compat = f == NormalForm::nfkc || f == NormalForm::nfkd;
+    const bool compose = f == NormalForm::nfc || f == NormalForm::nfkc;
+    const std::string_view text = s.text;
+    std::vector<Change> changes, decomposed;
+    Rewrite r(s);
+    for (std::size_t start = 0; start < text.size();) {
+        std::size_t end = start + char_length(text[start]);
+        while (end < text.size() && !is_normalization_boundary(static_cast<unsigned char>(text[end]))) end += char_length(text[end]);
+        if (end == start + 1 && static_cast<unsigned char>(text[start]) < 0x80) {
+            start = end;
+            continue;
+        }
+        const std::string_view old = text.substr(start, end - start);
+        changes.clear(), decomposed.clear();
+        decompose_aligned(old, compat, compose ? decomposed : changes);
+        if (compose) recompose_aligned(decomposed, changes);
+        if (!same(old, changes)) r.edit(start, end, changes.data(), changes.size());
+        start = end;
+    }
+    r.finish();
+}
+
+// The nonspacing marks (Mn) of S removed (the library's filter), ASCII skipped unread.
+void remove_marks(NormStr& s) {
+    Rewrite r(s);
+    for (std::size_t i = 0; i < s.text.size();) {
+        if (static_cast<unsigned char>(s.text[i]) < 0x80) {
+            ++i;
+            continue;
+        }
+        const auto [c, len] = decode_utf8(s.text, i);
+        if (is_mark_nonspacing(c)) r.edit(i, i + len, nullptr, 0, 1);
+        i += len;
+    }
+    r.finish();
 }
 
 void strip_accents(NormStr& s) {
     if (all_ascii(s.text)) return;
     unicode_normalize(s, NormalForm::nfd);
-    bool marks = false;
-    for (std::size_t i = 0; i < s.text.size() && !marks;) {
-        const auto [c, len] = decode_utf8(s.text, i);
-        marks = is_mark_nonspacing(c);
-        i += len;
-    }
-    if (!marks) return;
-    map_chars(s, [](char32_t c, std::u32string& out) {
-        if (!is_mark_nonspacing(c)) out += c;
-    });
+    remove_marks(s);
 }
 
 struct Bert final : Normalizer {
@@ -97,35 +187,50 @@ struct Bert final : Normalizer {
         if (strip) strip_accents(s);
         if (lower) lowercase(s);
     }
+    // The library's filter (\0, U+FFFD and control characters but \t \n \r removed) then map
+    // (whitespace to ' '); in place when nothing is removed and no character changes length.
     static void clean(NormStr& s) {
-        bool plain = true;  // nothing to remove and only ' ' as whitespace: unchanged
-        for (std::size_t i = 0; i < s.text.size() && plain;) {
+        if (map_same_length(s, [](char32_t c) { return clean_same_length(c); })) return;
+        Rewrite r(s);
+        for (std::size_t i = 0; i < s.text.size();) {
+            const auto b = static_cast<unsigned char>(s.text[i]);
+            if (b < 0x80) {
+                if ((b < 0x20 && b != '\t' && b != '\n' && b != '\r') || b == 0x7F) r.edit(i, i + 1, nullptr, 0, 1);
+                ++i;
+                continue;
+            }
             const auto [c, len] = decode_utf8(s.text, i);
-            plain = c >= 0x20 && c != 0x7F && !(c >= 0x80 && (is_whitespace(c) || is_other(c) || c == 0xFFFD));
+            if (c == 0xFFFD || is_other(c)) r.edit(i, i + len, nullptr, 0, 1);
             i += len;
         }
-        if (plain) return;
-        map_chars(s, [](char32_t c, std::u32string& out) {
-            const bool control = c != '\t' && c != '\n' && c != '\r' && is_other(c);
-            if (c == 0 || c == 0xFFFD || control) return;
-            out += (c == '\t' || c == '\n' || c == '\r' || is_whitespace(c)) ? U' ' : c;
-        });
+        r.finish();
+        if (map_same_length(s, [](char32_t c) { return c < 0x80 ? (is_whitespace(c) ? U' ' : c) : is_whitespace(c) ? 0xFFFFFFFF : c; }))
+            return;
+        map_chars(s, [](char32_t c, std::u32string& out) { out += is_whitespace(c) ? U' ' : c; });
+    }
+    // What clean makes of C when it keeps C's length; a value no character has otherwise.
+    static char32_t clean_same_length(char32_t c) {
+        if (c < 0x80) {
+            if (c == '\t' || c == '\n' || c == '\r') return ' ';
+            return (c < 0x20 || c == 0x7F) ? 0xFFFFFFFF : c;  // other controls are removed
+        }
+        return (c == 0xFFFD || is_other(c) || is_whitespace(c)) ? 0xFFFFFFFF : c;
     }
     static void pad_chinese(NormStr& s) {
-        if (all_ascii(s.text)) return;
-        std::vector<Change> changes;
-        bool any = false;
+        Rewrite r(s);
         for (std::size_t i = 0; i < s.text.size();) {
-            const auto [c, len] = decode_utf8(s.text, i);
-            i += len;
-            if (is_chinese_char(c)) {
-                changes.insert(changes.end(), {{U' ', 0}, {c, 1}, {U' ', 1}});
-                any = true;
-            } else {
-                changes.push_back({c, 0});
+            if (static_cast<unsigned char>(s.text[i]) < 0x80) {
+                ++i;
+                continue;
             }
+            const auto [c, len] = decode_utf8(s.text, i);
+            if (is_chinese_char(c)) {
+                const Change padded[] = {{U' ', 0}, {c, 1}, {U' ', 1}};
+                r.edit(i, i + len, padded, 3);
+            }
+            i += len;
         }
-        if (any) transform(s, 0, s.text.size(), changes);
+        r.finish();
     }
 };
 
@@ -140,17 +245,13 @@ struct Lowercase final : Normalizer {
 };
 
 struct StripAccents final : Normalizer {
-    void normalize(NormStr& s) const override {
-        map_chars(s, [](char32_t c, std::u32string& out) {
-            if (!is_mark_nonspacing(c)) out += c;
-        });
-    }
+    void normalize(NormStr& s) const override { remove_marks(s); }
 };
 
 struct Strip final : Normalizer {
     bool left, right;
-    explicit Strip(Json n) : left(n.get("left").is_null() || n.get("left").boolean("left")),
-                             right(n.get("right").is_null() || n.get("right").boolean("right")) {}
+    explicit Strip(Json n) : left(n.get("strip_left").boolean("normalizer.strip_left")),
+                             right(n.get("strip_right").boolean("normalizer.strip_right")) {}
     void normalize(NormStr& s) const override {
         std::size_t from = 0, to = s.text.size();
         if (right)
@@ -162,8 +263,10 @@ struct Strip final : Normalizer {
             }
         if (left)
             while (from < to && is_whitespace(decode_utf8(s.text, from).first)) from += utf8_length(decode_utf8(s.text, from).first);
-        if (to < s.text.size()) transform(s, to, s.text.size(), {}, unchanged(std::string_view(s.text).substr(to)).size());
-        if (from > 0) transform(s, 0, from, {}, unchanged(std::string_view(s.text).substr(0, from)).size());
+        Rewrite r(s);
+        if (from > 0) r.edit(0, from, nullptr, 0, unchanged(std::string_view(s.text).substr(0, from)).size());
+        if (to < s.text.size()) r.edit(to, s.text.size(), nullptr, 0, unchanged(std::string_view(s.text).substr(to)).size());
+        r.finish();
     }
 };
 

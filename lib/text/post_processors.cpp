@@ -8,15 +8,23 @@ namespace {
 
 constexpr const char* kSupported = "TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence";
 
-std::uint32_t id_of_pair(Json pair, const char* where) {
+// ID (read from NODE at WHERE) when the vocabulary has it.
+std::uint32_t checked_id(Json node, std::int64_t id, const Vocab& vocab, const char* where) {
+    if (id < 0 || static_cast<std::uint64_t>(id) >= vocab.total_size())
+        throw InputError(node.file() + ": " + where + ": id " + std::to_string(id) + " is not in the vocabulary (ids 0 to " +
+                         std::to_string(vocab.total_size() - 1) + ")");
+    return static_cast<std::uint32_t>(id);
+}
+
+std::uint32_t id_of_pair(Json pair, const Vocab& vocab, const char* where) {
     if (!pair.is_array() || pair.size() != 2) throw InputError(pair.file() + ": " + where + ": expected [\"token\", id]");
-    return static_cast<std::uint32_t>(pair[1].integer(where));
+    return checked_id(pair, pair[1].integer(where), vocab, where);
 }
 
 struct Template final : PostProcessor {
     // The single-sequence template: special tokens' ids, and where the sequence goes (an empty list).
     std::vector<std::vector<std::uint32_t>> parts;
-    explicit Template(Json n) {
+    Template(Json n, const Vocab& vocab) {
         Json single = n.get("single"), specials = n.get("special_tokens");
         for (std::size_t i = 0; i < single.size(); ++i) {
             Json piece = single[i];
@@ -31,7 +39,8 @@ struct Template final : PostProcessor {
                 throw InputError(n.file() + ": post_processor: special token " + std::string(name) + " is not in special_tokens");
             std::vector<std::uint32_t> ids;
             Json list = entry.get("ids");
-            for (std::size_t k = 0; k < list.size(); ++k) ids.push_back(static_cast<std::uint32_t>(list[k].integer("post_processor.special_tokens.ids")));
+            constexpr const char* where = "post_processor.special_tokens.ids";
+            for (std::size_t k = 0; k < list.size(); ++k) ids.push_back(checked_id(n, list[k].integer(where), vocab, where));
             if (ids.empty()) throw InputError(n.file() + ": post_processor: special token " + std::string(name) + " has no ids");
             parts.push_back(std::move(ids));
         }
@@ -52,7 +61,8 @@ struct Template final : PostProcessor {
 struct ClsSep final : PostProcessor {
     std::uint32_t cls, sep;
     bool trim = false, add_prefix_space = false;
-    ClsSep(Json n, bool roberta) : cls(id_of_pair(n.get("cls"), "post_processor.cls")), sep(id_of_pair(n.get("sep"), "post_processor.sep")) {
+    ClsSep(Json n, const Vocab& vocab, bool roberta)
+        : cls(id_of_pair(n.get("cls"), vocab, "post_processor.cls")), sep(id_of_pair(n.get("sep"), vocab, "post_processor.sep")) {
         if (!roberta) return;
         Json t = n.get("trim_offsets"), a = n.get("add_prefix_space");
         trim = t.is_null() || t.boolean("trim_offsets");
@@ -127,9 +137,9 @@ void trim_offsets(std::vector<Token>& tokens, bool add_prefix_space, const Vocab
 std::unique_ptr<PostProcessor> make_post_processor(Json n, const Vocab& vocab) {
     if (n.is_null()) return nullptr;
     const std::string type = type_of(n, "post_processor");
-    if (type == "TemplateProcessing") return std::make_unique<Template>(n);
-    if (type == "BertProcessing") return std::make_unique<ClsSep>(n, false);
-    if (type == "RobertaProcessing") return std::make_unique<ClsSep>(n, true);
+    if (type == "TemplateProcessing") return std::make_unique<Template>(n, vocab);
+    if (type == "BertProcessing") return std::make_unique<ClsSep>(n, vocab, false);
+    if (type == "RobertaProcessing") return std::make_unique<ClsSep>(n, vocab, true);
     if (type == "ByteLevel") return std::make_unique<ByteLevel>(n);
     if (type == "Sequence") return std::make_unique<Sequence>(n, vocab);
     unsupported(n, "post_processor", kSupported);

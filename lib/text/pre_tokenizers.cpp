@@ -1,8 +1,10 @@
 // Pre-tokenizers (the library's pre_tokenizers/): ByteLevel, Split, Metaspace, BertPreTokenizer,
 // WhitespaceSplit, Digits, Sequence. Each splits every piece into smaller ones, dropping the empty.
 #include <array>
+#include <tuple>
 
 #include "attntrace/tensor/errors.hpp"
+#include "attntrace/text/tokenizer.hpp"
 #include "components.hpp"
 
 namespace attntrace::text {
@@ -12,6 +14,64 @@ constexpr const char* kSupported = "ByteLevel, Split, Metaspace, BertPreTokenize
 constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 using Ranges = std::vector<std::pair<std::size_t, std::size_t>>;
+
+// ---- GPT-2's regex, with an ASCII fast path ----------------------------------------------------
+// kGpt2Pattern's classes on ASCII bytes: \p{L}, \p{N}, \s (PCRE2 with UCP: space \t \n \v \f \r),
+// everything else; kHigh: a byte of a non-ASCII character, which only PCRE2 classifies.
+enum Gpt2Class : unsigned char { kOther, kLetter, kDigit, kSpace, kHigh };
+constexpr std::array<unsigned char, 256> gpt2_classes() {
+    std::array<unsigned char, 256> t{};
+    for (int b = 0; b < 256; ++b) {
+        const bool letter = (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z');
+        const bool space = b == ' ' || (b >= '\t' && b <= '\r');
+        t[b] = b >= 0x80 ? kHigh : letter ? kLetter : (b >= '0' && b <= '9') ? kDigit : space ? kSpace : kOther;
+    }
+    return t;
+}
+constexpr std::array<unsigned char, 256> kGpt2Class = gpt2_classes();
+
+// The end of kGpt2Pattern's match at AT when every byte deciding it is ASCII, 0 otherwise (PCRE2
+// decides then). The alternatives in the pattern's order: a contraction; an optional space and a
+// run of letters, digits or other characters; whitespace not followed by a non-space (a run that
+// ends the text, or all of a run but its last character), else the whole run.
+std::size_t ascii_gpt2_match(std::string_view s, std::size_t at) {
+    const std::size_t n = s.size();
+    auto cls = [&](std::size_t i) { return kGpt2Class[static_cast<unsigned char>(s[i])]; };
+    unsigned char c = cls(at);
+    if (c == kHigh) return 0;
+    if (s[at] == '\'' && at + 1 < n) {
+        const char a = s[at + 1];
+        if (a == 's' || a == 't' || a == 'm' || a == 'd') return at + 2;
+        if (at + 2 < n && ((a == 'r' && s[at + 2] == 'e') || (a == 'v' && s[at + 2] == 'e') || (a == 'l' && s[at + 2] == 'l')))
+            return at + 3;
+    }
+    std::size_t start = at;
+    if (s[at] == ' ' && at + 1 < n && cls(at + 1) != kSpace) {
+        if (cls(at + 1) == kHigh) return 0;
+        start = at + 1, c = cls(at + 1);
+    }
+    std::size_t j = start + 1;
+    while (j < n && cls(j) == c) ++j;
+    if (j < n && cls(j) == kHigh) return 0;
+    if (c != kSpace || j == n) return j;
+    return j - at >= 2 ? j - 1 : j;  // \s+(?!\S) backs off one character, or \s+ takes one
+}
+
+// kGpt2Pattern's matches in S (REGEX compiled from it), the ASCII ones found without PCRE2.
+void gpt2_matches(std::string_view s, const Regex& regex, bool fast, Ranges& out) {
+    std::pair<std::size_t, std::size_t> m;
+    for (std::size_t at = 0; at < s.size();) {
+        if (const std::size_t end = fast ? ascii_gpt2_match(s, at) : 0) {
+            out.emplace_back(at, end);
+            at = end;
+        } else if (regex.find_from(s, at, m)) {
+            out.push_back(m);
+            at = m.second;
+        } else {
+            return;
+        }
+    }
+}
 
 // Replaces every piece by the kept ranges FIND gives for its text (relative to the piece).
 template <class Find>
@@ -61,8 +121,12 @@ struct ByteLevel final : PreTokenizer {
     void pre_tokenize(Pieces& p) const override {
         if (add_prefix_space)
             for (Piece& piece : p.pieces)
-                if (p.text(piece)[0] != ' ') prepend(p.own(piece), " ");
-        if (regex) split_each(p, Behavior::isolated, false, [&](std::string_view s, Ranges& m) { regex->find_all(s, m); });
+                if (p.text(piece)[0] != ' ') {
+                    NormStr& own = p.own(piece);
+                    prepend(own, " ");
+                    piece.end = static_cast<std::uint32_t>(own.text.size());
+                }
+        if (regex) split_each(p, Behavior::isolated, false, [&](std::string_view s, Ranges& m) { gpt2_matches(s, *regex, true, m); });
         p.byte_level = true;
     }
 };
@@ -116,10 +180,36 @@ struct Metaspace final : PreTokenizer {
     }
 };
 
+// The library's two splits, on whitespace (removed) then on punctuation (isolated), in one pass.
 struct Bert final : PreTokenizer {
     void pre_tokenize(Pieces& p) const override {
-        split_each(p, Behavior::removed, false, [](std::string_view s, Ranges& m) { char_matches(s, m, is_whitespace); });
-        split_each(p, Behavior::isolated, false, [](std::string_view s, Ranges& m) { char_matches(s, m, is_punctuation); });
+        std::vector<Piece> out;
+        out.reserve(p.pieces.size() + p.pieces.size() / 2 + 16);
+        for (const Piece& piece : p.pieces) {
+            const std::string_view s = p.text(piece);
+            std::size_t word = s.size();  // where the word being read began; s.size(): none
+            auto flush = [&](std::size_t end) {
+                if (word < end) out.push_back({piece.str, piece.begin + static_cast<std::uint32_t>(word), piece.begin + static_cast<std::uint32_t>(end)});
+                word = s.size();
+            };
+            for (std::size_t i = 0; i < s.size();) {
+                const auto b = static_cast<unsigned char>(s[i]);
+                char32_t c = b;
+                std::size_t len = 1;
+                if (b >= 0x80) std::tie(c, len) = decode_utf8(s, i);
+                if (is_whitespace(c)) {
+                    flush(i);
+                } else if (is_punctuation(c)) {
+                    flush(i);
+                    out.push_back({piece.str, piece.begin + static_cast<std::uint32_t>(i), piece.begin + static_cast<std::uint32_t>(i + len)});
+                } else if (word == s.size()) {
+                    word = i;
+                }
+                i += len;
+            }
+            flush(s.size());
+        }
+        p.pieces.swap(out);
     }
 };
 
@@ -134,7 +224,7 @@ struct Digits final : PreTokenizer {
     explicit Digits(Json n) : individual(!n.get("individual_digits").is_null() && n.get("individual_digits").boolean("individual_digits")) {}
     void pre_tokenize(Pieces& p) const override {
         split_each(p, individual ? Behavior::isolated : Behavior::contiguous, false, [](std::string_view s, Ranges& m) {
-            char_matches(s, m, [](char32_t c) { return c < 0x80 ? (c >= '0' && c <= '9') : category(c) == Category::Nd; });
+            char_matches(s, m, is_numeric);
         });
     }
 };
@@ -216,6 +306,21 @@ int byte_level_byte(char32_t c) {
     }();
     return c < table.size() ? table[c] : -1;
 }
+
+}  // namespace attntrace::text
+
+namespace attntrace {
+
+std::vector<std::pair<std::size_t, std::size_t>> gpt2_regex_splits(std::string_view text, bool fast) {
+    static const text::Regex regex(text::kGpt2Pattern, "GPT-2's pattern");
+    text::Ranges out;
+    text::gpt2_matches(text, regex, fast, out);
+    return out;
+}
+
+}  // namespace attntrace
+
+namespace attntrace::text {
 
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(Json n) {
     if (n.is_null()) return nullptr;

@@ -1,97 +1,154 @@
-// The text and JSON forms of an Encoding (app/cmd_tokenize.cpp chooses one).
-#include <charconv>
-#include <cstdio>
+// The text and JSON forms of an Encoding (app/cmd_tokenize.cpp chooses one), written straight into
+// one buffer: a 1 MB text is 250k tokens, three numbers and two strings each.
+#include <algorithm>
+#include <array>
 
 #include "attntrace/text/tokenizer.hpp"
 
 namespace attntrace {
+namespace {
 
-std::string c_escape(std::string_view s) {
-    std::string out;
-    out.reserve(s.size());
+// A growing output buffer written through a pointer: room(N) makes N bytes writable at the end,
+// advance(P) says where the writing stopped.
+class Out {
+public:
+    char* room(std::size_t n) {
+        if (used_ + n > buf_.size()) buf_.resize(std::max(buf_.size() * 2, used_ + n + 4096));
+        return buf_.data() + used_;
+    }
+    void advance(char* end) { used_ = static_cast<std::size_t>(end - buf_.data()); }
+    std::string take() {
+        buf_.resize(used_);
+        return std::move(buf_);
+    }
+
+private:
+    std::string buf_;
+    std::size_t used_ = 0;
+};
+
+// V in decimal, two digits at a time from the right (ids and offsets fit 32 bits: no 64-bit division).
+char* put_number(char* p, std::uint64_t v) {
+    static constexpr char kPairs[] =
+        "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+        "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+        "8081828384858687888990919293949596979899";
+    if (v > 0xFFFFFFFFu) {  // never for a tokenizer's numbers; kept correct anyway
+        p = put_number(p, v / 1000000000);
+        const auto low = static_cast<std::uint32_t>(v % 1000000000);
+        for (std::uint32_t scale = 100000000; scale > 0; scale /= 10) *p++ = static_cast<char>('0' + low / scale % 10);
+        return p;
+    }
+    auto x = static_cast<std::uint32_t>(v);
+    const int len = x < 10 ? 1 : x < 100 ? 2 : x < 1000 ? 3 : x < 10000 ? 4 : x < 100000 ? 5 : x < 1000000 ? 6 :
+                    x < 10000000 ? 7 : x < 100000000 ? 8 : x < 1000000000 ? 9 : 10;
+    char* q = p + len;
+    while (x >= 100) {
+        const std::uint32_t r = x % 100;
+        x /= 100;
+        q -= 2, q[0] = kPairs[2 * r], q[1] = kPairs[2 * r + 1];
+    }
+    if (x >= 10) q -= 2, q[0] = kPairs[2 * x], q[1] = kPairs[2 * x + 1];
+    else *--q = static_cast<char>('0' + x);
+    return p + len;
+}
+
+char* put_text(char* p, std::string_view s) {
+    std::copy(s.begin(), s.end(), p);
+    return p + s.size();
+}
+
+enum class Escapes { c, json };
+constexpr std::size_t kMaxEscape = 6;  // bytes one input byte may become (\u00XX)
+
+// Which bytes each style writes as they are: printable ASCII and every byte of a multi-byte UTF-8
+// character; not the quote in JSON, not the backslash in either.
+constexpr std::array<bool, 256> plain_bytes(Escapes style) {
+    std::array<bool, 256> plain{};
+    for (int b = 0; b < 256; ++b) plain[b] = b >= 0x20 && b != 0x7F && b != '\\' && !(style == Escapes::json && b == '"');
+    return plain;
+}
+constexpr std::array<bool, 256> kPlainC = plain_bytes(Escapes::c), kPlainJson = plain_bytes(Escapes::json);
+
+// S with C-style escapes (\t \n \r \\ \xNN) or JSON's (\t \n \r \\ \" \u00NN).
+char* put_escaped(char* p, std::string_view s, Escapes style) {
+    static constexpr char hex[] = "0123456789ABCDEF";
+    const std::array<bool, 256>& plain = style == Escapes::c ? kPlainC : kPlainJson;
     for (const char c : s) {
         const auto b = static_cast<unsigned char>(c);
-        if (c == '\t') out += "\\t";
-        else if (c == '\n') out += "\\n";
-        else if (c == '\r') out += "\\r";
-        else if (c == '\\') out += "\\\\";
-        else if (b < 0x20 || b == 0x7F) {
-            char hex[8];
-            std::snprintf(hex, sizeof hex, "\\x%02X", b);
-            out += hex;
-        } else {
-            out += c;
+        if (plain[b]) {
+            *p++ = c;
+            continue;
         }
+        *p++ = '\\';
+        if (c == '\t') *p++ = 't';
+        else if (c == '\n') *p++ = 'n';
+        else if (c == '\r') *p++ = 'r';
+        else if (c == '\\' || c == '"') *p++ = c;
+        else if (style == Escapes::c) *p++ = 'x', *p++ = hex[b >> 4], *p++ = hex[b & 15];
+        else p = put_text(p, "u00"), *p++ = hex[b >> 4], *p++ = hex[b & 15];
     }
-    return out;
+    return p;
+}
+
+}  // namespace
+
+std::string c_escape(std::string_view s) {
+    Out out;
+    out.advance(put_escaped(out.room(s.size() * kMaxEscape), s, Escapes::c));
+    return out.take();
 }
 
 std::string encoding_text(const Encoding& e, std::string_view input) {
-    std::string out;
+    Out out;
     for (std::size_t i = 0; i < e.ids.size(); ++i) {
         const auto [from, to] = e.offsets[i];
-        out += std::to_string(i) + '\t' + std::to_string(e.ids[i]) + '\t' + c_escape(e.tokens[i]) + '\t' +
-               c_escape(input.substr(std::min(from, input.size()), to > from ? to - from : 0)) + '\n';
+        const std::string_view covered = input.substr(std::min(from, input.size()), to > from ? to - from : 0);
+        char* p = out.room(48 + (e.tokens[i].size() + covered.size()) * kMaxEscape);
+        p = put_number(p, i);
+        *p++ = '\t';
+        p = put_number(p, e.ids[i]);
+        *p++ = '\t';
+        p = put_escaped(p, e.tokens[i], Escapes::c);
+        *p++ = '\t';
+        p = put_escaped(p, covered, Escapes::c);
+        *p++ = '\n';
+        out.advance(p);
     }
-    out += std::to_string(e.ids.size()) + (e.ids.size() == 1 ? " token\n" : " tokens\n");
-    return out;
+    char* p = put_number(out.room(32), e.ids.size());
+    out.advance(put_text(p, e.ids.size() == 1 ? " token\n" : " tokens\n"));
+    return out.take();
 }
-
-namespace {
-
-void json_string(std::string& out, std::string_view s) {
-    out += '"';
-    for (const char c : s) {
-        const auto b = static_cast<unsigned char>(c);
-        if (c == '"') out += "\\\"";
-        else if (c == '\\') out += "\\\\";
-        else if (c == '\n') out += "\\n";
-        else if (c == '\t') out += "\\t";
-        else if (c == '\r') out += "\\r";
-        else if (b < 0x20 || b == 0x7F) {
-            char hex[8];
-            std::snprintf(hex, sizeof hex, "\\u%04X", b);
-            out += hex;
-        } else {
-            out += c;
-        }
-    }
-    out += '"';
-}
-
-}  // namespace
-
-namespace {
-
-void append_number(std::string& out, std::size_t v) {
-    char buf[24];
-    out.append(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
-}
-
-}  // namespace
 
 std::string encoding_json(const Encoding& e) {
-    std::string out = "{\"ids\": [";
-    out.reserve(e.ids.size() * 40);
+    Out out;
+    out.advance(put_text(out.room(16), "{\"ids\": ["));
     for (std::size_t i = 0; i < e.ids.size(); ++i) {
-        if (i) out += ", ";
-        append_number(out, e.ids[i]);
+        char* p = out.room(24);
+        if (i) p = put_text(p, ", ");
+        out.advance(put_number(p, e.ids[i]));
     }
-    out += "], \"tokens\": [";
+    out.advance(put_text(out.room(16), "], \"tokens\": ["));
     for (std::size_t i = 0; i < e.tokens.size(); ++i) {
-        if (i) out += ", ";
-        json_string(out, e.tokens[i]);
+        char* p = out.room(4 + e.tokens[i].size() * kMaxEscape);
+        if (i) p = put_text(p, ", ");
+        *p++ = '"';
+        p = put_escaped(p, e.tokens[i], Escapes::json);
+        *p++ = '"';
+        out.advance(p);
     }
-    out += "], \"offsets\": [";
+    out.advance(put_text(out.room(16), "], \"offsets\": ["));
     for (std::size_t i = 0; i < e.offsets.size(); ++i) {
-        out += i ? ", [" : "[";
-        append_number(out, e.offsets[i].first);
-        out += ", ";
-        append_number(out, e.offsets[i].second);
-        out += ']';
+        char* p = out.room(64);
+        p = put_text(p, i ? ", [" : "[");
+        p = put_number(p, e.offsets[i].first);
+        p = put_text(p, ", ");
+        p = put_number(p, e.offsets[i].second);
+        *p++ = ']';
+        out.advance(p);
     }
-    out += "]}\n";
-    return out;
+    out.advance(put_text(out.room(8), "]}\n"));
+    return out.take();
 }
 
 }  // namespace attntrace

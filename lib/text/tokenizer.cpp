@@ -5,33 +5,18 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "attntrace/io/file_bytes.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "components.hpp"
 #include "added_tokens.hpp"
+#include "tokenizer_impl.hpp"
 
 namespace attntrace {
 namespace fs = std::filesystem;
 using namespace text;
 
-struct Tokenizer::Impl {
-    std::string file;
-    FileBytes bytes;  // the views of the vocabulary point into these
-    JsonDoc doc;
-    Vocab vocab;
-    std::unique_ptr<Normalizer> normalizer;
-    std::unique_ptr<PreTokenizer> pre_tokenizer;
-    std::unique_ptr<Model> model;
-    std::unique_ptr<PostProcessor> post_processor;
-    std::unique_ptr<Decoder> decoder;
-    AddedTokens added;
-    bool clean_up_spaces = false;
-
-    Impl(std::string f, FileBytes b) : file(std::move(f)), bytes(std::move(b)), doc(bytes.bytes(), file) {}
-    void encode_segment(NormStr segment, std::vector<Token>& out) const;
-    void run_model(Pieces& pieces, std::vector<Token>& out) const;
-};
 
 namespace text {
 
@@ -66,7 +51,9 @@ std::vector<AddedToken> read_added(Json list) {
         Json t = list[i];
         auto flag = [&](const char* name, bool dflt) { Json j = t.get(name); return j.is_null() ? dflt : j.boolean(name); };
         AddedToken a;
-        a.id = static_cast<std::uint32_t>(t.get("id").integer("added_tokens[].id"));
+        const std::int64_t id = t.get("id").integer("added_tokens[].id");
+        if (id < 0 || id > 0x7FFFFFFF) throw InputError(t.file() + ": added_tokens[].id: id " + std::to_string(id) + " out of range");
+        a.id = static_cast<std::uint32_t>(id);
         a.content = std::string(t.get("content").str("added_tokens[].content"));
         a.single_word = flag("single_word", false);
         a.lstrip = flag("lstrip", false);
@@ -86,18 +73,30 @@ Tokenizer Tokenizer::load(const std::string& path) {
     const std::string file = folder ? (fs::path(path) / "tokenizer.json").string() : path;
     if (folder && !fs::exists(file, ec)) throw InputError(path + ": no tokenizer.json in this folder");
     auto impl = std::make_unique<Impl>(file, FileBytes::open(file));
-    const Json root = impl->doc.root();
-    if (!root.is_object()) throw InputError(file + ": expected a JSON object (a tokenizer.json)");
-    if (!root.has("model")) throw InputError(file + ": no \"model\" (is it a tokenizer.json?)");
-    impl->model = make_model(root.get("model"), impl->vocab);
-    impl->normalizer = make_normalizer(root.get("normalizer"));
-    impl->pre_tokenizer = make_pre_tokenizer(root.get("pre_tokenizer"));
-    impl->post_processor = make_post_processor(root.get("post_processor"), impl->vocab);
-    impl->decoder = make_decoder(root.get("decoder"));
-    impl->vocab.added = read_added(root.get("added_tokens"));
-    impl->added = AddedTokens(impl->vocab.added, impl->normalizer.get());
+    impl->build();
     impl->clean_up_spaces = read_clean_up(fs::path(file).parent_path());
     return Tokenizer(std::move(impl));
+}
+
+Tokenizer Tokenizer::from_json(std::string json, const std::string& name) {
+    auto impl = std::make_unique<Impl>(name, std::move(json));
+    impl->build();
+    return Tokenizer(std::move(impl));
+}
+
+void Tokenizer::Impl::build() {
+    const Json root = doc.root();
+    if (!root.is_object()) throw InputError(file + ": expected a JSON object (a tokenizer.json)");
+    if (!root.has("model")) throw InputError(file + ": no \"model\" (is it a tokenizer.json?)");
+    vocab.added = read_added(root.get("added_tokens"));
+    model = make_model(root.get("model"), vocab);
+    vocab.index_all(file);
+    normalizer = make_normalizer(root.get("normalizer"));
+    pre_tokenizer = make_pre_tokenizer(root.get("pre_tokenizer"));
+    post_processor = make_post_processor(root.get("post_processor"), vocab);
+    decoder = make_decoder(root.get("decoder"));
+    style = read_token_style(root.get("decoder"));
+    added = AddedTokens(vocab.added, normalizer.get());
 }
 
 void Tokenizer::Impl::run_model(Pieces& pieces, std::vector<Token>& out) const {
@@ -142,9 +141,12 @@ Encoding Tokenizer::encode(std::string_view text, bool add_special_tokens, const
     }
     if (impl_->post_processor) impl_->post_processor->process(tokens, add_special_tokens, impl_->vocab);
     Encoding e;
+    e.ids.reserve(tokens.size());
+    e.tokens.reserve(tokens.size());
+    e.offsets.reserve(tokens.size());
     for (const Token& t : tokens) {
         e.ids.push_back(t.id);
-        e.tokens.emplace_back(impl_->vocab.token(t.id).value_or(""));
+        e.tokens.push_back(impl_->vocab.token(t.id).value_or(std::string_view()));
         e.offsets.emplace_back(t.offsets.begin, t.offsets.end);
     }
     return e;
@@ -154,7 +156,7 @@ std::string Tokenizer::decode(const std::vector<std::uint32_t>& ids) const {
     std::vector<std::string> tokens;
     for (std::uint32_t id : ids) {
         const auto t = impl_->vocab.token(id);
-        if (!t) throw InputError("decoding: id " + std::to_string(id) + " is not in " + impl_->file + " (ids 0 to " +
+        if (!t) throw InputError("decode: id " + std::to_string(id) + " is not in " + impl_->file + " (ids 0 to " +
                                  std::to_string(vocab_size() - 1) + ")");
         tokens.emplace_back(*t);
     }
@@ -175,7 +177,11 @@ std::optional<std::string> Tokenizer::id_to_token(std::uint32_t id) const {
     return t ? std::optional<std::string>(*t) : std::nullopt;
 }
 
-std::optional<std::uint32_t> Tokenizer::token_to_id(std::string_view token) const { return impl_->vocab.token_id(token); }
+std::optional<std::uint32_t> Tokenizer::token_to_id(std::string_view token) const {
+    for (const AddedToken& a : impl_->vocab.added)  // added first, then the model's
+        if (a.content == token) return a.id;
+    return impl_->vocab.find(token);
+}
 
 std::vector<std::uint32_t> Tokenizer::special_ids() const {
     std::vector<std::uint32_t> out;

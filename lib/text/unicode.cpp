@@ -7,6 +7,7 @@
 #include <utf8proc.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "attntrace/tensor/dynamic_library.hpp"
@@ -19,6 +20,9 @@ struct Utf8proc {
     decltype(&utf8proc_category) category = nullptr;
     decltype(&utf8proc_tolower) tolower = nullptr;
     decltype(&utf8proc_map) map = nullptr;
+    decltype(&utf8proc_decompose_char) decompose_char = nullptr;
+    decltype(&utf8proc_get_property) property = nullptr;
+    decltype(&utf8proc_normalize_utf32) normalize_utf32 = nullptr;
 };
 
 struct Pcre2 {
@@ -48,6 +52,9 @@ const Utf8proc& utf8proc() {
         bind_symbol<InputError>(h, l.category, "utf8proc_category", "libutf8proc");
         bind_symbol<InputError>(h, l.tolower, "utf8proc_tolower", "libutf8proc");
         bind_symbol<InputError>(h, l.map, "utf8proc_map", "libutf8proc");
+        bind_symbol<InputError>(h, l.decompose_char, "utf8proc_decompose_char", "libutf8proc");
+        bind_symbol<InputError>(h, l.property, "utf8proc_get_property", "libutf8proc");
+        bind_symbol<InputError>(h, l.normalize_utf32, "utf8proc_normalize_utf32", "libutf8proc");
         return l;
     }();
     return lib;
@@ -83,6 +90,12 @@ std::optional<std::size_t> first_invalid_utf8(std::string_view s) noexcept {
         const unsigned char b = p[i];
         if (b < 0x80) {
             ++i;
+            while (i + 8 <= n) {  // ASCII eight bytes at a time
+                std::uint64_t w;
+                std::memcpy(&w, p + i, 8);
+                if (w & 0x8080808080808080ull) break;
+                i += 8;
+            }
             continue;
         }
         std::size_t len = 0;
@@ -101,41 +114,26 @@ std::optional<std::size_t> first_invalid_utf8(std::string_view s) noexcept {
     return std::nullopt;
 }
 
-void append_utf8(std::string& out, char32_t c) {
-    if (c < 0x80) {
-        out += static_cast<char>(c);
-    } else if (c < 0x800) {
-        out += static_cast<char>(0xC0 | (c >> 6));
-        out += static_cast<char>(0x80 | (c & 0x3F));
-    } else if (c < 0x10000) {
-        out += static_cast<char>(0xE0 | (c >> 12));
-        out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (c & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (c >> 18));
-        out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (c & 0x3F));
-    }
-}
-
 Category category(char32_t c) { return static_cast<Category>(utf8proc().category(static_cast<utf8proc_int32_t>(c))); }
 
-bool is_whitespace(char32_t c) noexcept {
+bool is_whitespace_above_ascii(char32_t c) noexcept {
     switch (c) {
-        case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20: case 0x85: case 0xA0: case 0x1680:
-        case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
+        case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
             return true;
         default:
             return c >= 0x2000 && c <= 0x200A;
     }
 }
 
-bool is_punctuation(char32_t c) {
-    if (c < 0x80) return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
-                         (c >= 0x7B && c <= 0x7E);
+bool is_punctuation_above_ascii(char32_t c) {
     const Category k = category(c);
     return k >= Category::Pc && k <= Category::Po;
+}
+
+bool is_numeric(char32_t c) {
+    if (c < 0x80) return c >= '0' && c <= '9';
+    const Category k = category(c);
+    return k >= Category::Nd && k <= Category::No;
 }
 
 bool is_other(char32_t c) {
@@ -176,6 +174,27 @@ std::string normalize(std::string_view s, NormalForm f) {
     std::string result(reinterpret_cast<const char*>(out), static_cast<std::size_t>(n));
     std::free(out);
     return result;
+}
+
+void decompose_char(char32_t c, bool compat, std::u32string& out) {
+    utf8proc_int32_t buf[32];
+    int boundclass = 0;
+    const int options = UTF8PROC_DECOMPOSE | (compat ? UTF8PROC_COMPAT : 0);
+    const utf8proc_ssize_t n = utf8proc().decompose_char(static_cast<utf8proc_int32_t>(c), buf, 32,
+                                                         static_cast<utf8proc_option_t>(options), &boundclass);
+    if (n < 0 || n > 32) throw InputError("tokenizer: utf8proc cannot decompose U+" + std::to_string(c));
+    for (utf8proc_ssize_t i = 0; i < n; ++i) out += static_cast<char32_t>(buf[i]);
+}
+
+int combining_class(char32_t c) {
+    if (c < 0x300) return 0;
+    return utf8proc().property(static_cast<utf8proc_int32_t>(c))->combining_class;
+}
+
+char32_t compose_pair(char32_t a, char32_t b) {
+    utf8proc_int32_t buf[2] = {static_cast<utf8proc_int32_t>(a), static_cast<utf8proc_int32_t>(b)};
+    const utf8proc_ssize_t n = utf8proc().normalize_utf32(buf, 2, UTF8PROC_COMPOSE);
+    return n == 1 ? static_cast<char32_t>(buf[0]) : 0;
 }
 
 std::string translate_regex(std::string_view onig) {
@@ -234,26 +253,30 @@ Regex::~Regex() {
     pcre2().code_free(static_cast<pcre2_code*>(code_));
 }
 
-void Regex::find_all(std::string_view s, std::vector<std::pair<std::size_t, std::size_t>>& out) const {
+bool Regex::find_from(std::string_view s, std::size_t at, std::pair<std::size_t, std::size_t>& match) const {
     const Pcre2& lib = pcre2();
     auto* code = static_cast<pcre2_code*>(code_);
     auto* md = static_cast<pcre2_match_data*>(match_data_);
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(s.data());
     const PCRE2_SIZE* ov = lib.ovector(md);
-    std::size_t at = 0;
     while (at <= s.size()) {
         const int rc = jit_ ? lib.jit_match(code, subject, s.size(), at, 0, md, nullptr)
                             : lib.match(code, subject, s.size(), at, PCRE2_NO_UTF_CHECK, md, nullptr);
-        if (rc == PCRE2_ERROR_NOMATCH) return;
+        if (rc == PCRE2_ERROR_NOMATCH) return false;
         if (rc < 0) throw InputError("tokenizer: regex match failed (PCRE2 error " + std::to_string(rc) + ")");
         if (ov[1] > ov[0]) {
-            out.emplace_back(ov[0], ov[1]);
-            at = ov[1];
-        } else {  // an empty match: step over one character
-            at = ov[0] + 1;
-            while (at < s.size() && is_continuation(static_cast<unsigned char>(s[at]))) ++at;
+            match = {ov[0], ov[1]};
+            return true;
         }
+        at = ov[0] + 1;  // an empty match: step over one character
+        while (at < s.size() && is_continuation(static_cast<unsigned char>(s[at]))) ++at;
     }
+    return false;
+}
+
+void Regex::find_all(std::string_view s, std::vector<std::pair<std::size_t, std::size_t>>& out) const {
+    std::pair<std::size_t, std::size_t> m;
+    for (std::size_t at = 0; find_from(s, at, m); at = m.second) out.push_back(m);
 }
 
 }  // namespace attntrace::text

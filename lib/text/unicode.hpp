@@ -28,14 +28,43 @@ inline std::pair<char32_t, std::size_t> decode_utf8(std::string_view s, std::siz
             4};
 }
 inline std::size_t utf8_length(char32_t c) noexcept { return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; }
-void append_utf8(std::string& out, char32_t c);
+// C's UTF-8 bytes at OUT (room for 4); returns their number.
+inline std::size_t encode_utf8(char32_t c, char* out) noexcept {
+    if (c < 0x80) return out[0] = static_cast<char>(c), 1;
+    if (c < 0x800) {
+        out[0] = static_cast<char>(0xC0 | (c >> 6)), out[1] = static_cast<char>(0x80 | (c & 0x3F));
+        return 2;
+    }
+    if (c < 0x10000) {
+        out[0] = static_cast<char>(0xE0 | (c >> 12)), out[1] = static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+        out[2] = static_cast<char>(0x80 | (c & 0x3F));
+        return 3;
+    }
+    out[0] = static_cast<char>(0xF0 | (c >> 18)), out[1] = static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    out[2] = static_cast<char>(0x80 | ((c >> 6) & 0x3F)), out[3] = static_cast<char>(0x80 | (c & 0x3F));
+    return 4;
+}
+inline void append_utf8(std::string& out, char32_t c) {
+    char bytes[4];
+    out.append(bytes, encode_utf8(c, bytes));
+}
 
 // Unicode general categories as utf8proc numbers them (UTF8PROC_CATEGORY_*).
 enum class Category : int { Cn = 0, Lu, Ll, Lt, Lm, Lo, Mn, Mc, Me, Nd, Nl, No, Pc, Pd, Ps, Pe, Pi, Pf, Po,
                             Sm, Sc, Sk, So, Zs, Zl, Zp, Cc, Cf, Cs, Co };
 Category category(char32_t c);
-bool is_whitespace(char32_t c) noexcept;  // Rust's char::is_whitespace: the White_Space property
-bool is_punctuation(char32_t c);          // P*, as Rust's unicode_categories is_punctuation
+bool is_whitespace_above_ascii(char32_t c) noexcept;
+bool is_punctuation_above_ascii(char32_t c);
+// Rust's char::is_whitespace: the White_Space property.
+inline bool is_whitespace(char32_t c) noexcept {
+    return c < 0x80 ? (c == ' ' || (c >= 0x09 && c <= 0x0D)) : is_whitespace_above_ascii(c);
+}
+// P*, as Rust's unicode_categories is_punctuation (ASCII: every printable that is no letter or digit).
+inline bool is_punctuation(char32_t c) {
+    if (c < 0x80) return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) || (c >= 0x7B && c <= 0x7E);
+    return is_punctuation_above_ascii(c);
+}
+bool is_numeric(char32_t c);             // Nd, Nl, No: Rust's char::is_numeric
 bool is_other(char32_t c);                // C*: Cc Cf Cn Co Cs
 bool is_mark_nonspacing(char32_t c);      // Mn
 bool is_word_char(char32_t c);            // \w of Rust's regex crate: L, M, Nd, Nl, Pc, ZWJ/ZWNJ
@@ -45,6 +74,12 @@ void append_lowercase(std::u32string& out, char32_t c);
 enum class NormalForm { nfc, nfd, nfkc, nfkd };
 // S in form F (S valid UTF-8).
 std::string normalize(std::string_view s, NormalForm f);
+// C's full canonical (or, with COMPAT, compatibility) decomposition, appended to OUT, not reordered.
+void decompose_char(char32_t c, bool compat, std::u32string& out);
+// C's canonical combining class (0 for a starter).
+int combining_class(char32_t c);
+// The primary composite of A followed by B, 0 when they do not compose.
+char32_t compose_pair(char32_t a, char32_t b);
 // Whether the normalization of S cannot change anything across a boundary before S[i]: S[i] is
 // below U+0300, the first code point that can compose with or reorder around what precedes it.
 inline bool is_normalization_boundary(unsigned char b) noexcept { return b < 0xCC; }
@@ -60,6 +95,9 @@ public:
     ~Regex();
     // The non-empty matches in S, as byte ranges, left to right (an empty match is stepped over).
     void find_all(std::string_view s, std::vector<std::pair<std::size_t, std::size_t>>& out) const;
+    // The first match in S starting at or after byte AT (a character boundary), as find_all would
+    // find it when its previous match ended at AT; false when there is none.
+    bool find_from(std::string_view s, std::size_t at, std::pair<std::size_t, std::size_t>& match) const;
 
 private:
     void* code_ = nullptr;

@@ -1,21 +1,29 @@
 #include "vocab.hpp"
 
+#include <cstring>
+
 #include "attntrace/tensor/errors.hpp"
 
 namespace attntrace::text {
 
 std::uint64_t hash_bytes(std::string_view s) noexcept {
-    // FNV-1a over 8-byte words, then a final mix: vocabulary strings are short.
-    std::uint64_t h = 0xcbf29ce484222325ull ^ s.size();
+    // 8-byte words (the last one padded with zeros) folded by multiplication, then a final mix:
+    // vocabulary strings are short, most are one word.
+    std::uint64_t h = 0x9E3779B97F4A7C15ull ^ (s.size() * 0xff51afd7ed558ccdull);
     std::size_t i = 0;
     for (; i + 8 <= s.size(); i += 8) {
         std::uint64_t w;
-        __builtin_memcpy(&w, s.data() + i, 8);
-        h = (h ^ w) * 0x100000001b3ull;
+        std::memcpy(&w, s.data() + i, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
     }
-    for (; i < s.size(); ++i) h = (h ^ static_cast<unsigned char>(s[i])) * 0x100000001b3ull;
+    if (i < s.size()) {
+        std::uint64_t w = 0;
+        std::memcpy(&w, s.data() + i, s.size() - i);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+    }
     h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ull;
+    h *= 0x94d049bb133111ebull;
     return h ^ (h >> 32);
 }
 
@@ -23,44 +31,42 @@ void Vocab::assign(std::vector<std::string_view> by_id) {
     by_id_ = std::move(by_id);
     std::size_t cap = 16;
     while (cap < by_id_.size() * 2) cap *= 2;
-    table_.assign(cap, 0);
+    table_.assign(cap, Slot{0, 0});
     mask_ = cap - 1;
     for (std::uint32_t id = 0; id < by_id_.size(); ++id) {
         const std::string_view s = by_id_[id];
         if (s.data() == nullptr) continue;
-        std::size_t slot = hash_bytes(s) & mask_;
+        const std::uint64_t h = hash_bytes(s);
+        const auto tag = static_cast<std::uint32_t>(h >> 32);
+        std::size_t slot = h & mask_;
         bool seen = false;  // a string listed twice keeps its first id
-        for (; table_[slot] != 0 && !seen; slot = (slot + 1) & mask_) seen = by_id_[table_[slot] - 1] == s;
-        if (!seen) table_[slot] = id + 1;
+        for (; table_[slot].id1 != 0 && !seen; slot = (slot + 1) & mask_)
+            seen = table_[slot].tag == tag && by_id_[table_[slot].id1 - 1] == s;
+        if (!seen) table_[slot] = Slot{id + 1, tag};
     }
 }
 
 std::optional<std::uint32_t> Vocab::find(std::string_view s) const {
     if (table_.empty()) return std::nullopt;
-    for (std::size_t slot = hash_bytes(s) & mask_;; slot = (slot + 1) & mask_) {
-        const std::uint32_t e = table_[slot];
-        if (e == 0) return std::nullopt;
-        if (by_id_[e - 1] == s) return e - 1;
+    const std::uint64_t h = hash_bytes(s);
+    const auto tag = static_cast<std::uint32_t>(h >> 32);
+    for (std::size_t slot = h & mask_;; slot = (slot + 1) & mask_) {
+        const Slot e = table_[slot];
+        if (e.id1 == 0) return std::nullopt;
+        if (e.tag == tag && by_id_[e.id1 - 1] == s) return e.id1 - 1;
     }
 }
 
-std::size_t Vocab::total_size() const {
-    std::size_t n = by_id_.size();
-    for (const AddedToken& t : added) n = std::max<std::size_t>(n, t.id + 1);
-    return n;
-}
-
-std::optional<std::string_view> Vocab::token(std::uint32_t id) const {
-    for (const AddedToken& t : added)
-        if (t.id == id) return std::string_view(t.content);
-    if (id < by_id_.size() && by_id_[id].data() != nullptr) return by_id_[id];
-    return std::nullopt;
-}
-
-std::optional<std::uint32_t> Vocab::token_id(std::string_view s) const {
-    for (const AddedToken& t : added)
-        if (t.content == s) return t.id;
-    return find(s);
+void Vocab::index_all(const std::string& file) {
+    const std::size_t limit = by_id_.size() + added.size();
+    all_ = by_id_;
+    for (const AddedToken& t : added) {
+        if (t.id >= limit)
+            throw InputError(file + ": added_tokens: id " + std::to_string(t.id) + " of \"" + t.content + "\" is past the " +
+                             std::to_string(limit) + " ids of the vocabulary and added tokens");
+        if (t.id >= all_.size()) all_.resize(t.id + 1);
+    }
+    for (auto t = added.rbegin(); t != added.rend(); ++t) all_[t->id] = t->content;  // the first listed wins
 }
 
 }  // namespace attntrace::text

@@ -1,5 +1,6 @@
 #pragma once
-// A vocabulary: id -> string and string -> id (open addressing over the ids), and the added tokens.
+// A vocabulary: id -> string (views into tokenizer.json's bytes) and string -> id (open
+// addressing), and the added tokens.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -25,13 +26,24 @@ public:
 
     // Added tokens (tokenizer.json "added_tokens"); their ids may extend past the model's.
     std::vector<AddedToken> added;
-    std::size_t total_size() const;                         // every id, model and added
-    std::optional<std::string_view> token(std::uint32_t id) const;  // added first, then model
-    std::optional<std::uint32_t> token_id(std::string_view s) const; // added first, then model
+    // Indexes every id, model and added (after assign() and added are set); throws InputError
+    // "FILE: added_tokens: id N ..." for an added id past the ids there can be.
+    void index_all(const std::string& file);
+    std::size_t total_size() const { return all_.size(); }  // every id, model and added
+    // Id's string, the added token's content first; nullopt for an id without one.
+    std::optional<std::string_view> token(std::uint32_t id) const {
+        if (id >= all_.size() || all_[id].data() == nullptr) return std::nullopt;
+        return all_[id];
+    }
 
 private:
+    struct Slot {
+        std::uint32_t id1;  // id + 1; 0: an empty slot
+        std::uint32_t tag;  // the high half of the string's hash, compared before the string
+    };
     std::vector<std::string_view> by_id_;
-    std::vector<std::uint32_t> table_;  // ids + 1, 0 = empty
+    std::vector<Slot> table_;  // open addressing, at most half full
+    std::vector<std::string_view> all_;  // by id, model and added
     std::size_t mask_ = 0;
 };
 

@@ -3,6 +3,7 @@
 // max_input_chars_per_word characters, is the unk token.
 #include "attntrace/tensor/errors.hpp"
 #include "components.hpp"
+#include "word_cache.hpp"
 
 namespace attntrace::text {
 namespace {
@@ -24,36 +25,57 @@ public:
     void tokenize(std::string_view text, bool byte_level, std::vector<ModelToken>& out) const override {
         if (text.empty()) return;
         (void)byte_level;  // a WordPiece after a ByteLevel pre-tokenizer reads the bytes as they are
+        const std::uint64_t h = hash_bytes(text);
+        std::size_t count = 0;
+        const CachedToken* tokens = cache_.find(text, h, count);
+        if (!tokens) {
+            pieces_.clear();
+            split_word(text, pieces_);
+            cache_.insert(text, h, pieces_);
+            tokens = pieces_.data(), count = pieces_.size();
+        }
+        std::uint32_t at = 0;
+        for (std::size_t i = 0; i < count; at += tokens[i++].len) out.push_back({tokens[i].id, at, at + tokens[i].len});
+    }
+
+private:
+    // TEXT's pieces, the longest known prefix first, the rest with the prefix; the unk token for
+    // the whole word when some part has none or the word is too long.
+    void split_word(std::string_view text, std::vector<CachedToken>& out) const {
         std::size_t chars = 0;
         for (std::size_t i = 0; i < text.size(); i += utf8_length(decode_utf8(text, i).first)) ++chars;
         const auto whole = static_cast<std::uint32_t>(text.size());
-        if (chars > max_chars_) return out.push_back({*unk_, 0, whole});
-        const std::size_t first = out.size();
+        if (chars > max_chars_) return out.push_back({*unk_, whole});
         std::string& sub = sub_;
         for (std::size_t start = 0; start < text.size();) {
             std::size_t end = text.size();
             std::optional<std::uint32_t> found;
             while (start < end) {
-                sub.assign(start > 0 ? prefix_ : std::string());
-                sub.append(text.substr(start, end - start));
-                if ((found = vocab_.find(sub))) break;
+                if (start == 0) {
+                    found = vocab_.find(text.substr(0, end));
+                } else {
+                    sub.assign(prefix_).append(text.substr(start, end - start));
+                    found = vocab_.find(sub);
+                }
+                if (found) break;
                 do --end; while (end > start && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80);
             }
             if (!found) {  // no split: the whole word is unknown
-                out.resize(first);
-                return out.push_back({*unk_, 0, whole});
+                out.clear();
+                return out.push_back({*unk_, whole});
             }
-            out.push_back({*found, static_cast<std::uint32_t>(start), static_cast<std::uint32_t>(end)});
+            out.push_back({*found, static_cast<std::uint32_t>(end - start)});
             start = end;
         }
     }
 
-private:
     const Vocab& vocab_;
     std::optional<std::uint32_t> unk_;
     std::string prefix_;
     std::size_t max_chars_ = 100;
     mutable std::string sub_;
+    mutable WordCache cache_;
+    mutable std::vector<CachedToken> pieces_;
 };
 
 }  // namespace
@@ -64,9 +86,13 @@ void read_vocab(Json model, Vocab& vocab) {
     Json v = model.get("vocab");
     if (!v.is_object()) throw InputError(model.file() + ": model.vocab: expected an object");
     std::vector<std::string_view> by_id;
+    // Ids are dense: the vocabulary's and the added tokens' together number them all.
+    const std::size_t limit = v.size() + vocab.added.size();
     for (std::size_t i = 0; i < v.size(); ++i) {
         const std::int64_t id = v[i].integer("model.vocab");
-        if (id < 0 || id > 0x7FFFFFFF) throw InputError(v.file() + ": model.vocab: id " + std::to_string(id) + " out of range");
+        if (id < 0 || static_cast<std::uint64_t>(id) >= limit)
+            throw InputError(v.file() + ": model.vocab: id " + std::to_string(id) + " of \"" + std::string(v.key(i)) +
+                             "\" is past the " + std::to_string(limit) + " ids of the vocabulary and added tokens");
         if (static_cast<std::size_t>(id) >= by_id.size()) by_id.resize(static_cast<std::size_t>(id) + 1);
         by_id[static_cast<std::size_t>(id)] = v.key(i);
     }

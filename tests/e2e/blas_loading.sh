@@ -5,7 +5,8 @@
 #     set OPENBLAS_NUM_THREADS and OPENBLAS_CORETYPE, paying a second start-up);
 #   - with --threads 1 no thread is started at all: OpenBLAS started no pool of its own;
 #   - a command that multiplies nothing (info) never opens libopenblas;
-#   - libpng is opened only by a run that writes a PNG.
+#   - the font engine (cairo, pango, fontconfig, freetype, harfbuzz) and zlib are opened only by a
+#     run that writes a picture file.
 # The numbers it computes this way are checked by every numeric test.
 source "$(dirname "$0")/cli_common.bash"
 command -v strace > /dev/null || { echo "SKIP: no strace"; exit 77; }
@@ -33,13 +34,20 @@ run 0 "$A" random --shape 1,64,64 --seed 3 -o "$W/x.npy"
 run 0 strace -f -qq -e trace=openat -o "$W/trace.txt" "$A" mha -q "$W/x.npy" --heads 2 --seed 0 --threads 1 -o "$W/o.npy"
 grep -q 'libopenblas.*= [0-9]' "$W/trace.txt" || fail "mha with 64x64 products did not open OpenBLAS (is this test looking at the right thing?)"
 echo "ok info and the atcold sdpa never load OpenBLAS; a 64-token mha does"
-# libpng (lib/pictures/plot.cpp) is loaded the same way, on the first PNG written: linked, it and libz
-# cost every start about 0.5 ms. The atcold sdpa never opens it; --plot F.png does, and writes a PNG.
-! grep -q 'libpng' "$W/trace.txt" || fail "mha without --plot opened libpng: $(grep libpng "$W/trace.txt")"
+# The font engine (lib/pictures/canvas.cpp: cairo + pango, and behind them fontconfig, freetype,
+# harfbuzz, glib, libpng) and zlib are loaded the same way, on the first picture file written:
+# linked, they would cost every start a dozen libraries. The atcold sdpa and a 64-token mha never
+# open them; --plot F.png and --plot F.svg (text measured by pango) do, and --plot F.png writes a PNG.
+FONT_LIBS='libcairo|libpango|libfontconfig|libfreetype|libharfbuzz|libpng|libz\.so'
+! grep -qE "$FONT_LIBS" "$W/trace.txt" || fail "mha without --plot opened: $(grep -E "$FONT_LIBS" "$W/trace.txt")"
 run 0 strace -f -qq -e trace=openat -o "$W/trace.txt" "$A" "${sdpa[@]}"
-! grep -q 'libpng' "$W/trace.txt" || fail "the atcold sdpa opened libpng: $(grep libpng "$W/trace.txt")"
-run 0 strace -f -qq -e trace=openat -o "$W/trace.txt" "$A" "${sdpa[@]}" --plot "$W/p.png"
-grep -q 'libpng16.*= [0-9]' "$W/trace.txt" || fail "sdpa --plot F.png did not open libpng16 (is this test looking at the right thing?)"
+! grep -qE "$FONT_LIBS" "$W/trace.txt" || fail "the atcold sdpa opened: $(grep -E "$FONT_LIBS" "$W/trace.txt")"
+for picture in p.png p.svg; do
+    run 0 strace -f -qq -e trace=openat -o "$W/trace.txt" "$A" "${sdpa[@]}" --plot "$W/$picture"
+    for lib in libpangocairo libcairo libfontconfig libfreetype libharfbuzz; do
+        grep -q "$lib.*= [0-9]" "$W/trace.txt" || fail "sdpa --plot $picture did not open $lib (is this test looking at the right thing?)"
+    done
+done
 [ "$(head -c 8 "$W/p.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "sdpa --plot F.png: not a PNG signature"
-echo "ok only --plot F.png loads libpng, and writes a PNG"
+echo "ok only --plot loads cairo, pango, fontconfig, freetype and harfbuzz, and writes a PNG"
 echo "blas loading: ok"

@@ -34,10 +34,7 @@ head -1 "$W/stdin.jsonl" | "$PYTHON" -c 'import json, sys; assert json.load(sys.
     fail "--each-line - differs from --text"
 
 # ---- refusals: the flags (exit 2) ----------------------------------------------------------------
-usage_error "$A" model "$GPT2" --text x --plot p.png; error_line "--plot" "issue 28"
-usage_error "$A" model "$GPT2" --text x --heatmap; error_line "--heatmap"
-usage_error "$A" model "$GPT2" --text x --report r.html; error_line "--report"
-usage_error "$A" model "$GPT2" --text x --rollout r.npy; error_line "--rollout"
+# (the pictures, issue 28, and their refusals: tests/e2e/model_pictures.sh)
 usage_error "$A" model "$GPT2"; error_line "exactly one of --text"
 usage_error "$A" model "$GPT2" --text x --ids 1,2; error_line "exactly one of --text"
 usage_error "$A" model "$GPT2" --each-line "$W/lines.txt" --logits "$W/l.npy"; error_line "--logits" "--each-line"

@@ -6,7 +6,8 @@ e2e tests: a PNG decoder (zlib + the five PNG row filters) and the SVG through x
   picture_files.py svg FILE.svg   -> JSON {"panels": [...], "brightest": {...}, "qlabels", "klabels", "title"}
 
 "brightest" is, per panel and per cell row, the cell column whose colour is the lightest (viridis
-grows monotonically lighter with the weight); the PNG reads each cell at its centre pixel.
+grows monotonically lighter with the weight); the PNG reads each cell at its centre pixel. A panel
+is keyed by its head, or "LAYER.HEAD" in the pictures of a whole model (attntrace model --plot).
 """
 import json
 import struct
@@ -57,6 +58,10 @@ def read_png(path):
     return w, h, rows, text
 
 
+def panel_key(p):
+    return "%d.%d" % (int(p["layer"]), int(p["head"])) if p.get("layer") is not None else str(p["head"])
+
+
 def png_summary(path):
     w, h, rows, text = read_png(path)
     panels = json.loads(text["attntrace:panels"])
@@ -67,7 +72,7 @@ def png_summary(path):
             y = p["y"] + r * cell + cell // 2
             lum = [luminance(rows[y][3 * (p["x"] + c * cell + cell // 2):][:3]) for c in range(p["cols"])]
             best.append(max(range(p["cols"]), key=lambda c: lum[c]))
-        brightest[str(p["head"])] = best
+        brightest[panel_key(p)] = best
     return {"width": w, "height": h, "panels": panels, "brightest": brightest}
 
 
@@ -82,8 +87,11 @@ def svg_summary(path):
         fills = [r.get("fill") for r in g.iter(ns + "rect")]
         assert len(fills) == rows * cols, "a panel has %d rects for %dx%d cells" % (len(fills), rows, cols)
         lum = [luminance(bytes.fromhex(f[1:])) for f in fills]
-        brightest[g.get("data-head")] = [max(range(cols), key=lambda c: lum[r * cols + c]) for r in range(rows)]
-        panels.append({"head": int(g.get("data-head")), "rows": rows, "cols": cols})
+        panel = {"head": int(g.get("data-head")), "rows": rows, "cols": cols}
+        if g.get("data-layer") is not None:
+            panel["layer"] = int(g.get("data-layer"))
+        brightest[panel_key(panel)] = [max(range(cols), key=lambda c: lum[r * cols + c]) for r in range(rows)]
+        panels.append(panel)
     texts = lambda cls: [t.text for t in root.iter(ns + "text") if t.get("class") == cls]
     return {"panels": panels, "brightest": brightest, "qlabels": texts("qlabel"), "klabels": texts("klabel"),
             "title": texts("title"), "scale": texts("scale")}

@@ -58,6 +58,28 @@ assert s["title"] and s["title"][0].startswith("sdpa"), s["title"]
 assert len(s["scale"]) == 3 and s["scale"][0] == "0", s["scale"]
 PY
 
+# Real type: labels in any script. Query 5's label is an emoji: its glyph comes from Noto Color
+# Emoji through fontconfig's fallback, so the label's room left of row 5 holds coloured pixels (a
+# missing glyph would be a grey box); the other rows' labels are ink only (grey).
+printf '%s\n' '<s>' 'café' '你好' 'مرحبا' '␣the' '😀' > "$W/scripts.txt"
+run 0 "${SDPA[@]}" --trace none --plot "$W/scripts.png" --labels "$W/scripts.txt" --show-heads 0
+"$PYTHON" - "$W/scripts.png" "$(dirname "$0")" <<'PY' || fail "the emoji label is not drawn in colour"
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from picture_files import read_png
+w, h, rows, text = read_png(sys.argv[1])
+p = json.loads(text["attntrace:panels"])[0]
+def colourful(r):  # pixels of row r's label room whose channels spread (not grey ink, not white)
+    n = 0
+    for y in range(p["y"] + r * p["cell"], p["y"] + (r + 1) * p["cell"]):
+        for x in range(max(0, p["x"] - 40), p["x"] - 2):
+            px = rows[y][3 * x:3 * x + 3]
+            n += max(px) - min(px) > 80
+    return n
+assert colourful(5) > 10, "row 5 (emoji): %d colourful pixels" % colourful(5)
+assert all(colourful(r) == 0 for r in range(5)), [colourful(r) for r in range(5)]
+PY
+
 # --show-heads picks panels; one head: no mean panel.
 run 0 "${SDPA[@]}" --trace none --plot "$W/one.svg" --show-heads 1
 $PF svg "$W/one.svg" > "$W/one.json"
@@ -122,6 +144,21 @@ assert got.shape == (2, 6, 6) and np.abs(got - out).max() < 1e-5, np.abs(got - o
 PY
 $PF svg "$W/r.svg" > "$W/r.json" || fail "rollout SVG"
 "$PYTHON" -c 'import json,sys; s=json.load(open(sys.argv[1])); assert [p["head"] for p in s["panels"]] == [0], s["panels"]' "$W/r.json" || fail "rollout panels"
+
+# The colour scale: the legend names it in every picture; row is the default; a bad name is exit 2
+# naming the flag (--picture-scale for sdpa and mha, whose --scale is the softmax's; --scale for rollout).
+run 0 "${SDPA[@]}" --trace none --plot "$W/row.svg"
+grep -q '<text class="scale-name"[^>]*>row scale</text>' "$W/row.svg" || fail "the SVG's colour bar does not name the row scale"
+grep -q '<text class="legend"[^>]*>colour scale: row (each row from 0 to its own maximum)</text>' "$W/row.svg" || fail "the SVG's legend"
+run 0 "${SDPA[@]}" --trace none --plot "$W/log.svg" --picture-scale log --heatmap
+grep -q '<text class="scale-name"[^>]*>log scale</text>' "$W/log.svg" || fail "the SVG's colour bar does not name the log scale"
+grep -q '^scale: log from ' "$W/out" || fail "the heatmap does not name the log scale: $(grep scale: "$W/out")"
+run 0 "$A" rollout "$W/w0.npy" "$W/w1.npy" --heatmap --scale linear
+grep -q '^scale: linear from 0 to ' "$W/out" || fail "rollout --scale linear"
+usage_error "${SDPA[@]}" --plot "$W/p.png" --picture-scale sqrt
+error_line "--picture-scale: 'sqrt' is not a colour scale; use linear, row or log"
+usage_error "${SDPA[@]}" --picture-scale log
+error_line "--picture-scale: a colour scale needs --heatmap, --plot or --report"
 
 # Errors: exit 2 for flags, 3 for files that do not fit.
 usage_error "${SDPA[@]}" --plot "$W/p.jpg"

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attntrace/attention/pooled.hpp"
+#include "attntrace/pictures/scale.hpp"
 
 namespace attntrace {
 
@@ -23,6 +24,7 @@ struct ReportData {
     std::vector<std::string> query_labels;  // (Lq); empty: indices
     std::vector<std::string> key_labels;    // (Lk); empty: indices
     std::size_t batch = 0;                  // which batch row the heatmaps show
+    ColourScale scale = kDefaultColourScale;
 };
 
 // WEIGHTS are shown pooled to at most 128 x 128 cells per head.

@@ -1,6 +1,7 @@
 #pragma once
 // Shared libraries loaded at run time (dlopen) rather than linked: the dependencies only some runs
-// need (OpenBLAS in gemm.cpp, libpng in plot.cpp), which linked would cost every start.
+// need (OpenBLAS in gemm.cpp, cairo + pango in pictures/canvas.cpp, zlib in pictures/zlib.cpp,
+// PCRE2 and utf8proc in text/unicode.cpp), which linked would cost every start.
 #include <dlfcn.h>
 
 #include <string>

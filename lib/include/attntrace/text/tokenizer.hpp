@@ -16,9 +16,9 @@ namespace attntrace {
 
 // The tokens of one text. L = number of tokens.
 struct Encoding {
-    std::vector<std::uint32_t> ids;                              // (L)
-    std::vector<std::string> tokens;                             // (L) each id's vocabulary string
-    std::vector<std::pair<std::size_t, std::size_t>> offsets;    // (L) byte span of the input, [b0, b1)
+    std::vector<std::uint32_t> ids;        // (L)
+    std::vector<std::string_view> tokens;  // (L) each id's vocabulary string (in the Tokenizer, valid while it lives)
+    std::vector<std::pair<std::size_t, std::size_t>> offsets;  // (L) byte span of the input, [b0, b1)
 };
 
 class Tokenizer {
@@ -28,12 +28,17 @@ public:
     // InputError naming the file and the problem (missing, not JSON, an unsupported component
     // with the supported ones).
     static Tokenizer load(const std::string& path);
+    // The tokenizer whose tokenizer.json text is JSON; NAME stands for the file in messages. No
+    // tokenizer_config.json is read (clean_up_tokenization_spaces is off).
+    static Tokenizer from_json(std::string json, const std::string& name);
 
     // The tokens of TEXT as tokenizer(text) gives them (add_special_tokens as the fast tokenizer's
-    // post-processor adds them). Throws InputError "SOURCE: invalid UTF-8 at byte N".
+    // post-processor adds them). Throws InputError "SOURCE: invalid UTF-8 at byte N". Not for two
+    // threads at once on one Tokenizer: it keeps a cache of the words it has seen.
     Encoding encode(std::string_view text, bool add_special_tokens, const std::string& source) const;
 
-    // What transformers' tokenizer.decode(IDS) returns. Throws InputError for an id out of range.
+    // What transformers' tokenizer.decode(IDS) returns. Throws InputError "decode: id N is not in
+    // FILE (ids 0 to M)" for an id out of range.
     std::string decode(const std::vector<std::uint32_t>& ids) const;
 
     std::size_t vocab_size() const;        // model vocabulary and added tokens: ids [0, vocab_size)
@@ -50,11 +55,17 @@ public:
     ~Tokenizer();
 
     struct Impl;
+    const Impl& impl() const { return *impl_; }  // for the text subsystem's own files
 
 private:
     explicit Tokenizer(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };
+
+// The pieces GPT-2's regex (the ByteLevel pre-tokenizer's) cuts TEXT (valid UTF-8) into, as byte
+// ranges: by an ASCII fast path where ASCII bytes alone decide a piece, by PCRE2 elsewhere; with
+// FAST false by PCRE2 alone, the reference the fast path is tested against.
+std::vector<std::pair<std::size_t, std::size_t>> gpt2_regex_splits(std::string_view text, bool fast);
 
 // The text format: one token a line, "index\tid\ttoken\tcovered text" (both with C-style escapes),
 // then "N tokens". INPUT is the text encoded.

@@ -1,0 +1,46 @@
+#pragma once
+// The tokenizer's parts (tokenizer.hpp's Tokenizer::Impl), for the text subsystem's own files:
+// tokenizer.cpp builds and runs them, token_display.cpp reads the vocabulary and its style.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attntrace/io/file_bytes.hpp"
+#include "attntrace/text/token_display.hpp"
+#include "attntrace/text/tokenizer.hpp"
+#include "added_tokens.hpp"
+#include "components.hpp"
+
+namespace attntrace {
+
+struct Tokenizer::Impl {
+    std::string file;
+    std::optional<FileBytes> bytes;  // the file's bytes (the vocabulary's views point into them) ...
+    std::string owned;               // ... or the JSON text given to from_json
+    text::JsonDoc doc;
+    text::Vocab vocab;
+    std::unique_ptr<text::Normalizer> normalizer;
+    std::unique_ptr<text::PreTokenizer> pre_tokenizer;
+    std::unique_ptr<text::Model> model;
+    std::unique_ptr<text::PostProcessor> post_processor;
+    std::unique_ptr<text::Decoder> decoder;
+    text::AddedTokens added;
+    bool clean_up_spaces = false;
+    TokenStyle style;  // how the vocabulary spells text (token_display.hpp)
+
+    Impl(std::string f, FileBytes b) : file(std::move(f)), bytes(std::move(b)), doc(bytes->bytes(), file) {}
+    Impl(std::string name, std::string json) : file(std::move(name)), owned(std::move(json)), doc(owned, file) {}
+    void build();  // the components from doc
+    void encode_segment(text::NormStr segment, std::vector<text::Token>& out) const;
+    void run_model(text::Pieces& pieces, std::vector<text::Token>& out) const;
+};
+
+namespace text {
+
+// The style the decoder node DECODER implies (token_display.hpp's token_style).
+TokenStyle read_token_style(Json decoder);
+
+}  // namespace text
+
+}  // namespace attntrace
