@@ -68,7 +68,8 @@ void run_tokenize(const TokenizeOptions& opt) {
     }
     const auto [text, source] = read_text(opt);
     const attntrace::Encoding e = tokenizer.encode(text, !opt.no_special, source);
-    std::cout << (opt.format == "json" ? attntrace::encoding_json(e) : attntrace::encoding_text(e, text));
+    if (opt.format == "json") attntrace::write_encoding_json(e, std::cout);
+    else attntrace::write_encoding_text(e, text, std::cout);
 }
 
 }  // namespace

@@ -49,6 +49,9 @@ enum class Behavior { removed, isolated, merged_with_previous, merged_with_next,
 // The library's split: MATCHES (ranges of [0, n) that matched, in order) turned into the kept ranges.
 std::vector<std::pair<std::size_t, std::size_t>> split_ranges(
     std::size_t n, const std::vector<std::pair<std::size_t, std::size_t>>& matches, Behavior b, bool invert);
+// The same, appended to OUT.
+void split_ranges(std::size_t n, const std::vector<std::pair<std::size_t, std::size_t>>& matches, Behavior b, bool invert,
+                  std::vector<std::pair<std::size_t, std::size_t>>& out);
 // GPT-2's byte-to-character table: the character each byte stands for in a byte-level vocabulary.
 const std::string& byte_level_char(unsigned char b);
 // The byte a byte-level character stands for; -1 when C is none.

@@ -55,6 +55,8 @@ public:
 
 private:
     Span old_span(std::size_t i) const;  // the alignment of old byte I
+    static std::string& spare_text();    // the largest buffers a finished rewrite gave back
+    static std::vector<Span>& spare_align();
     void keep_until(std::size_t to);     // old bytes [done_, TO) as they are
     NormStr& s_;
     std::string text_;

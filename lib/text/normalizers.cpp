@@ -49,14 +49,15 @@ void decompose_aligned(std::string_view s, bool compat, std::vector<Change>& out
         int ccc;
         Change change;
     };
-    std::vector<Item> items;
+    thread_local std::vector<Item> items;
+    thread_local std::u32string parts;
+    items.clear();
     std::size_t ready = 0;  // items before this are in canonical order
-    auto sort_pending = [&] {
-        std::stable_sort(items.begin() + static_cast<std::ptrdiff_t>(ready), items.end(),
-                         [](const Item& a, const Item& b) { return a.ccc < b.ccc; });
+    auto sort_pending = [&] {  // a stable insertion sort: runs of non-starters are short
+        for (std::size_t i = ready + 1; i < items.size(); ++i)
+            for (std::size_t k = i; k > ready && items[k - 1].ccc > items[k].ccc; --k) std::swap(items[k - 1], items[k]);
         ready = items.size();
     };
-    std::u32string parts;
     for (std::size_t i = 0; i < s.size();) {
         const auto [c, len] = decode_utf8(s, i);
         i += len;
@@ -119,6 +120,24 @@ bool same(std::string_view old, const std::vector<Change>& changes) {
     return k == changes.size();
 }
 
+// Whether OLD is its own NFD (NFKD with COMPAT): no character decomposes, and the combining
+// classes of each run of non-starters are in order already.
+bool decomposed_already(std::string_view old, bool compat) {
+    int previous = 0;
+    for (std::size_t i = 0; i < old.size();) {
+        const auto [c, len] = decode_utf8(old, i);
+        i += len;
+        if (c < 0x80) {
+            previous = 0;
+            continue;
+        }
+        const int ccc = combining_class(c);
+        if (decomposes(c, compat) || (ccc != 0 && previous > ccc)) return false;
+        previous = ccc;
+    }
+    return true;
+}
+
 std::size_t char_length(char lead) {
     const auto b = static_cast<unsigned char>(lead);
     return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
@@ -126,8 +145,8 @@ std::size_t char_length(char lead) {
 
 // The text in normal form F with the library's alignments. Chunks that run from one character below
 // U+0300 (nothing before it can combine with or reorder around it) to the next are normalized
-// independently; an ASCII character alone is its own normal form, a chunk that comes out the same
-// is left as it is.
+// independently; a character alone that does not decompose is its own normal form, a chunk that
+// comes out the same is left as it is.
 void unicode_normalize(NormStr& s, NormalForm f) {
     const bool compat = f == NormalForm::nfkc || f == NormalForm::nfkd;
     const bool compose = f == NormalForm::nfc || f == NormalForm::nfkc;
@@ -137,11 +156,15 @@ void unicode_normalize(NormStr& s, NormalForm f) {
     for (std::size_t start = 0; start < text.size();) {
         std::size_t end = start + char_length(text[start]);
         while (end < text.size() && !is_normalization_boundary(static_cast<unsigned char>(text[end]))) end += char_length(text[end]);
-        if (end == start + 1 && static_cast<unsigned char>(text[start]) < 0x80) {
+        const std::string_view old = text.substr(start, end - start);
+        const bool one = end - start == char_length(text[start]);
+        // an ASCII character, text already decomposed, or a character alone that does not decompose
+        const bool same_chunk = (one && static_cast<unsigned char>(text[start]) < 0x80) ||
+                                (compose ? one && !decomposes(decode_utf8(old, 0).first, compat) : decomposed_already(old, compat));
+        if (same_chunk) {
             start = end;
             continue;
         }
-        const std::string_view old = text.substr(start, end - start);
         changes.clear(), decomposed.clear();
         decompose_aligned(old, compat, compose ? decomposed : changes);
         if (compose) recompose_aligned(decomposed, changes);

@@ -47,13 +47,18 @@ struct Template final : PostProcessor {
     }
     void process(std::vector<Token>& tokens, bool add_special, const Vocab&) const override {
         if (!add_special) return;
-        std::vector<Token> out;
-        out.reserve(tokens.size() + 4);
+        // the special tokens before the first sequence in front, the rest after: in place when
+        // the sequence comes once (always, for one text), not a copy of a million tokens
+        std::vector<Token> before, after;
+        bool seen = false;
         for (const auto& part : parts) {
-            if (part.empty()) out.insert(out.end(), tokens.begin(), tokens.end());
-            for (std::uint32_t id : part) out.push_back({id, {0, 0}, 0, 0});
+            if (part.empty() && seen) after.insert(after.end(), tokens.begin(), tokens.end());
+            seen = seen || part.empty();
+            for (std::uint32_t id : part) (seen ? after : before).push_back({id, {0, 0}, 0, 0});
         }
-        tokens.swap(out);
+        if (!seen) tokens.clear();  // a template without the sequence
+        tokens.insert(tokens.begin(), before.begin(), before.end());
+        tokens.insert(tokens.end(), after.begin(), after.end());
     }
 };
 

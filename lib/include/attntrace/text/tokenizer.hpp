@@ -5,6 +5,7 @@
 // figures). Unicode comes from utf8proc and PCRE2, loaded on first use.
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -64,6 +65,9 @@ std::vector<std::pair<std::size_t, std::size_t>> gpt2_regex_splits(std::string_v
 std::string encoding_text(const Encoding& e, std::string_view input);
 // {"ids": [...], "tokens": [...], "offsets": [[b0, b1], ...]} and a newline.
 std::string encoding_json(const Encoding& e);
+// The same two forms written to OUT as they are made, a few hundred KiB at a time.
+void write_encoding_text(const Encoding& e, std::string_view input, std::ostream& out);
+void write_encoding_json(const Encoding& e, std::ostream& out);
 // Escapes \t \n \r \\ and other control bytes (\xNN); everything else as it is.
 std::string c_escape(std::string_view s);
 
