@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "buffers.hpp"
+
 namespace attntrace::text {
 
 class JsonDoc;
@@ -61,9 +63,9 @@ private:
         Json::Kind kind = Json::Kind::null;
         bool flag = false;       // true; an integer (a number)
     };
-    std::vector<Node> nodes_;
-    std::vector<std::uint32_t> children_;
-    std::vector<std::string_view> keys_;  // parallel to children_ (empty for array elements)
+    Buffer<Node> nodes_;
+    Buffer<std::uint32_t> children_;
+    Buffer<std::string_view> keys_;  // parallel to children_ (empty for array elements)
     std::deque<std::string> unescaped_;
     std::uint32_t null_ = 0;  // a null node, for absent members
     std::string file_;

@@ -65,8 +65,8 @@ std::string& Rewrite::spare_text() {
     return spare;
 }
 
-std::vector<Span>& Rewrite::spare_align() {
-    thread_local std::vector<Span> spare;
+Buffer<Span>& Rewrite::spare_align() {
+    thread_local Buffer<Span> spare;
     return spare;
 }
 
@@ -111,10 +111,10 @@ void Rewrite::edit(std::size_t from, std::size_t to, const Change* changes, std:
         // 8 MB of alignments, and a normalizer may rewrite it four times)
         text_.swap(spare_text()), align_.swap(spare_align());
         text_.clear(), align_.clear();
-        // room for the text to double (BERT pads every CJK character with two spaces): pages
-        // never written cost nothing, a reallocation costs a copy
+        // the text's room to double (BERT pads every CJK character with two spaces: a std::string
+        // only touches what it writes), the alignments' an eighth (their block is populated at once)
         text_.reserve(2 * s_.text.size() + count + 64);
-        align_.reserve(2 * s_.text.size() + count + 64);
+        align_.reserve(s_.text.size() + s_.text.size() / 8 + count + 64);
         edited_ = true;
     }
     keep_until(from);

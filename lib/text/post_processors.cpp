@@ -45,7 +45,7 @@ struct Template final : PostProcessor {
             parts.push_back(std::move(ids));
         }
     }
-    void process(std::vector<Token>& tokens, bool add_special, const Vocab&) const override {
+    void process(Tokens& tokens, bool add_special, const Vocab&) const override {
         if (!add_special) return;
         // the special tokens before the first sequence in front, the rest after: in place when
         // the sequence comes once (always, for one text), not a copy of a million tokens
@@ -73,7 +73,7 @@ struct ClsSep final : PostProcessor {
         trim = t.is_null() || t.boolean("trim_offsets");
         add_prefix_space = a.is_null() || a.boolean("add_prefix_space");
     }
-    void process(std::vector<Token>& tokens, bool add_special, const Vocab& vocab) const override {
+    void process(Tokens& tokens, bool add_special, const Vocab& vocab) const override {
         if (trim) trim_offsets(tokens, add_prefix_space, vocab);
         if (!add_special) return;
         tokens.insert(tokens.begin(), Token{cls, {0, 0}, 0, 0});
@@ -88,7 +88,7 @@ struct ByteLevel final : PostProcessor {
         trim = t.is_null() || t.boolean("trim_offsets");
         add_prefix_space = a.is_null() || a.boolean("add_prefix_space");
     }
-    void process(std::vector<Token>& tokens, bool, const Vocab& vocab) const override {
+    void process(Tokens& tokens, bool, const Vocab& vocab) const override {
         if (trim) trim_offsets(tokens, add_prefix_space, vocab);
     }
 };
@@ -99,7 +99,7 @@ struct Sequence final : PostProcessor {
         Json list = n.get("processors");
         for (std::size_t i = 0; i < list.size(); ++i) parts.push_back(make_post_processor(list[i], vocab));
     }
-    void process(std::vector<Token>& tokens, bool add_special, const Vocab& vocab) const override {
+    void process(Tokens& tokens, bool add_special, const Vocab& vocab) const override {
         for (const auto& p : parts)
             if (p) p->process(tokens, add_special, vocab);
     }
@@ -121,7 +121,7 @@ std::pair<int, int> space_ends(std::string_view s) {
     return {lead, trail};
 }
 
-void trim_offsets(std::vector<Token>& tokens, bool add_prefix_space, const Vocab& vocab) {
+void trim_offsets(Tokens& tokens, bool add_prefix_space, const Vocab& vocab) {
     for (std::size_t i = 0; i < tokens.size(); ++i) {
         Token& t = tokens[i];
         if (t.lead < 0) {

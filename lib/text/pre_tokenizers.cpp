@@ -127,7 +127,7 @@ private:
 // Replaces every piece by the kept ranges of the matches FIND(text, sink) gives for its text.
 template <class Find>
 void split_each(Pieces& p, Behavior b, bool invert, Find&& find) {
-    std::vector<Piece> out;
+    Buffer<Piece> out;
     out.reserve(p.pieces.size() * 2);
     for (const Piece& piece : p.pieces) {
         auto emit = [&](std::size_t from, std::size_t to) {
@@ -241,7 +241,7 @@ struct Metaspace final : PreTokenizer {
 // The library's two splits, on whitespace (removed) then on punctuation (isolated), in one pass.
 struct Bert final : PreTokenizer {
     void pre_tokenize(Pieces& p) const override {
-        std::vector<Piece> out;
+        Buffer<Piece> out;
         out.reserve(p.pieces.size() + p.pieces.size() / 2 + 16);
         for (const Piece& piece : p.pieces) {
             const std::string_view s = p.text(piece);

@@ -7,18 +7,24 @@
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "attntrace/tensor/buffer.hpp"
+
 namespace attntrace {
 
-// The tokens of one text. L = number of tokens.
+// The tokens of one text. L = number of tokens (a quarter of a million for 1 MB of English: the
+// arrays take the project's allocator, tensor/buffer.hpp, populated at once instead of page by page).
 struct Encoding {
-    std::vector<std::uint32_t> ids;        // (L)
-    std::vector<std::string_view> tokens;  // (L) each id's vocabulary string (in the Tokenizer, valid while it lives)
-    std::vector<std::pair<std::size_t, std::size_t>> offsets;  // (L) byte span of the input, [b0, b1)
+    template <class T>
+    using List = std::vector<T, BufferAllocator<T>>;
+    List<std::uint32_t> ids;        // (L)
+    List<std::string_view> tokens;  // (L) each id's vocabulary string (in the Tokenizer, valid while it lives)
+    List<std::pair<std::size_t, std::size_t>> offsets;  // (L) byte span of the input, [b0, b1)
 };
 
 class Tokenizer {
@@ -39,7 +45,7 @@ public:
 
     // What transformers' tokenizer.decode(IDS) returns. Throws InputError "decode: id N is not in
     // FILE (ids 0 to M)" for an id out of range.
-    std::string decode(const std::vector<std::uint32_t>& ids) const;
+    std::string decode(std::span<const std::uint32_t> ids) const;
 
     std::size_t vocab_size() const;        // model vocabulary and added tokens: ids [0, vocab_size)
     const std::string& file() const;       // the tokenizer.json read
