@@ -61,6 +61,11 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+// The texts of a JSON Lines file (its BYTES, named FILE): one JSON string a line, or an object
+// whose "text" member is one; blank lines are skipped. Throws InputError "FILE:LINE: ..." naming
+// the first line that is neither.
+std::vector<std::string> json_lines_texts(std::string_view bytes, const std::string& file);
+
 // The pieces GPT-2's regex (the ByteLevel pre-tokenizer's) cuts TEXT (valid UTF-8) into, as byte
 // ranges: by an ASCII fast path where ASCII bytes alone decide a piece, by PCRE2 elsewhere; with
 // FAST false by PCRE2 alone, the reference the fast path is tested against.
