@@ -70,6 +70,11 @@ Buffer<Span>& Rewrite::spare_align() {
     return spare;
 }
 
+void Rewrite::release_spares() {
+    std::string().swap(spare_text());
+    Buffer<Span>().swap(spare_align());
+}
+
 Span Rewrite::old_span(std::size_t i) const {
     if (!s_.identity) return s_.align[i];
     return {static_cast<std::uint32_t>(s_.base + char_start(s_.text, i)), static_cast<std::uint32_t>(s_.base + char_end(s_.text, i + 1))};

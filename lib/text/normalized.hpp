@@ -54,6 +54,9 @@ public:
     explicit Rewrite(NormStr& s) : s_(s) {}
     void edit(std::size_t from, std::size_t to, const Change* changes, std::size_t count, std::size_t skip = 0);
     void finish();
+    // Gives back the buffers kept for the next rewrite (after a normalizer, so that the pieces and
+    // tokens take their populated pages instead of fresh ones).
+    static void release_spares();
 
 private:
     Span old_span(std::size_t i) const;  // the alignment of old byte I

@@ -174,8 +174,9 @@ void unicode_normalize(NormStr& s, NormalForm f) {
     r.finish();
 }
 
-// The nonspacing marks (Mn) of S removed (the library's filter), ASCII skipped unread.
-void remove_marks(NormStr& s) {
+// S rewritten where EDIT(rewrite, at, c, len) edits its non-ASCII characters; ASCII skipped unread.
+template <class Edit>
+void rewrite_above_ascii(NormStr& s, Edit&& edit) {
     Rewrite r(s);
     for (std::size_t i = 0; i < s.text.size();) {
         if (static_cast<unsigned char>(s.text[i]) < 0x80) {
@@ -183,10 +184,17 @@ void remove_marks(NormStr& s) {
             continue;
         }
         const auto [c, len] = decode_utf8(s.text, i);
-        if (is_mark_nonspacing(c)) r.edit(i, i + len, nullptr, 0, 1);
+        edit(r, i, c, len);
         i += len;
     }
     r.finish();
+}
+
+// The nonspacing marks (Mn) of S removed (the library's filter).
+void remove_marks(NormStr& s) {
+    rewrite_above_ascii(s, [](Rewrite& r, std::size_t at, char32_t c, std::size_t len) {
+        if (is_mark_nonspacing(c)) r.edit(at, at + len, nullptr, 0, 1);
+    });
 }
 
 void strip_accents(NormStr& s) {
@@ -240,20 +248,11 @@ struct Bert final : Normalizer {
         return (c == 0xFFFD || is_other(c) || is_whitespace(c)) ? 0xFFFFFFFF : c;
     }
     static void pad_chinese(NormStr& s) {
-        Rewrite r(s);
-        for (std::size_t i = 0; i < s.text.size();) {
-            if (static_cast<unsigned char>(s.text[i]) < 0x80) {
-                ++i;
-                continue;
-            }
-            const auto [c, len] = decode_utf8(s.text, i);
-            if (is_chinese_char(c)) {
-                const Change padded[] = {{U' ', 0}, {c, 1}, {U' ', 1}};
-                r.edit(i, i + len, padded, 3);
-            }
-            i += len;
-        }
-        r.finish();
+        rewrite_above_ascii(s, [](Rewrite& r, std::size_t at, char32_t c, std::size_t len) {
+            if (!is_chinese_char(c)) return;
+            const Change padded[] = {{U' ', 0}, {c, 1}, {U' ', 1}};
+            r.edit(at, at + len, padded, 3);
+        });
     }
 };
 

@@ -129,7 +129,10 @@ void Tokenizer::Impl::run_model(Pieces& pieces, Tokens& out) const {
 
 // One stretch of the text between the added tokens matched in the raw text.
 void Tokenizer::Impl::encode_segment(NormStr segment, Tokens& out) const {
-    if (normalizer) normalizer->normalize(segment);
+    if (normalizer) {
+        normalizer->normalize(segment);
+        Rewrite::release_spares();
+    }
     for (const AddedTokens::Split& split : added.split(segment.text, true)) {
         if (split.token) {
             const auto [lead, trail] = space_ends(std::string_view(segment.text).substr(split.from, split.to - split.from));
