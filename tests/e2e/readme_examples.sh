@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The README's console examples, run: every "$ attntrace ..." line of a ```console block (with its
-# "\" continuation lines) is run from a scratch directory that sees the repository's data/, and
-# what it prints must equal the lines the README shows under it. An example whose shown output
+# The console examples of README.md and docs/*.md, run: every "$ attntrace ..." line of a ```console
+# block (with its "\" continuation lines) is run by bash from a scratch directory that sees the
+# repository's data/ and tests/ (tests/fixtures), and what it prints must equal the lines the
+# page shows under it. An example whose shown output
 # is elided ("...") is run for its exit status only. So the documentation cannot drift.
 # Text must match exactly; a printed float may differ from the README's by float32 rounding (one
 # unit in its last printed digit + 1e-5 * max(1, |x|), tests/goldens/numtext.py), since BLAS
@@ -9,15 +10,17 @@
 source "$(dirname "$0")/cli_common.bash"
 SRC=${SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 ln -s "$SRC/data" "$W/data"
+ln -s "$SRC/tests" "$W/tests"
 mkdir -p "$W/bin"
 ln -s "$(realpath "$A")" "$W/bin/attntrace"
 
-"$PYTHON" - "$SRC/README.md" "$W" <<'PY'
-import os, subprocess, sys
-readme, work = sys.argv[1], sys.argv[2]
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(readme)), "tests", "goldens"))
+"$PYTHON" - "$SRC" "$W" <<'PY'
+import glob, os, subprocess, sys
+src, work = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(src, "tests", "goldens"))
 import numtext
-lines = open(readme).read().split("\n")
+pages = [os.path.join(src, "README.md")] + sorted(glob.glob(os.path.join(src, "docs", "*.md")))
+lines = [line for page in pages for line in open(page, encoding="utf-8").read().split("\n") + ["```"]]
 env = dict(os.environ, PATH=f"{work}/bin:" + os.environ["PATH"])
 examples, i, in_block = [], 0, False
 while i < len(lines):
@@ -59,6 +62,6 @@ for cmd, expected in examples:
             if e != g:
                 print(f"  README: {e!r}\n  actual: {g!r}")
                 break
-print(f"README examples: {len(examples)} found, {failures} failed")
+print(f"README and docs examples: {len(examples)} found, {failures} failed")
 sys.exit(1 if failures else 0)
 PY
