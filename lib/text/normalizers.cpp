@@ -147,30 +147,36 @@ std::size_t char_length(char lead) {
 // U+0300 (nothing before it can combine with or reorder around it) to the next are normalized
 // independently; a character alone that does not decompose is its own normal form, a chunk that
 // comes out the same is left as it is.
+// Calls CHUNK(start, end) for each chunk of TEXT that normalization may change: from one character
+// below U+0300 (nothing before it can combine with or reorder around it) to the next, ASCII
+// characters alone left out.
+template <class Chunk>
+void for_each_chunk(std::string_view text, Chunk&& chunk) {
+    for (std::size_t start = 0; start < text.size();) {
+        std::size_t end = start + char_length(text[start]);
+        while (end < text.size() && !is_normalization_boundary(static_cast<unsigned char>(text[end]))) end += char_length(text[end]);
+        if (!(end == start + 1 && static_cast<unsigned char>(text[start]) < 0x80)) chunk(start, end);
+        start = end;
+    }
+}
+
+// The text in normal form F with the library's alignments, chunk by chunk; a chunk already in
+// form F (decomposed already, or one character that does not decompose) is left as it is.
 void unicode_normalize(NormStr& s, NormalForm f) {
     const bool compat = f == NormalForm::nfkc || f == NormalForm::nfkd;
     const bool compose = f == NormalForm::nfc || f == NormalForm::nfkc;
     const std::string_view text = s.text;
     std::vector<Change> changes, decomposed;
     Rewrite r(s);
-    for (std::size_t start = 0; start < text.size();) {
-        std::size_t end = start + char_length(text[start]);
-        while (end < text.size() && !is_normalization_boundary(static_cast<unsigned char>(text[end]))) end += char_length(text[end]);
+    for_each_chunk(text, [&](std::size_t start, std::size_t end) {
         const std::string_view old = text.substr(start, end - start);
         const bool one = end - start == char_length(text[start]);
-        // an ASCII character, text already decomposed, or a character alone that does not decompose
-        const bool same_chunk = (one && static_cast<unsigned char>(text[start]) < 0x80) ||
-                                (compose ? one && !decomposes(decode_utf8(old, 0).first, compat) : decomposed_already(old, compat));
-        if (same_chunk) {
-            start = end;
-            continue;
-        }
+        if (compose ? one && !decomposes(decode_utf8(old, 0).first, compat) : decomposed_already(old, compat)) return;
         changes.clear(), decomposed.clear();
         decompose_aligned(old, compat, compose ? decomposed : changes);
         if (compose) recompose_aligned(decomposed, changes);
         if (!same(old, changes)) r.edit(start, end, changes.data(), changes.size());
-        start = end;
-    }
+    });
     r.finish();
 }
 
@@ -197,10 +203,34 @@ void remove_marks(NormStr& s) {
     });
 }
 
+// NFD then the nonspacing marks removed (BertNormalizer's strip_accents), in one rewrite where that
+// is the same: marks that the decomposition inserted (change 1) consume nothing, so leaving them
+// out changes no other character's alignment. Marks that stand in the text (as "e\u0301" does)
+// are removed by a second pass, as the library's filter removes them.
 void strip_accents(NormStr& s) {
     if (all_ascii(s.text)) return;
-    unicode_normalize(s, NormalForm::nfd);
-    remove_marks(s);
+    const std::string_view text = s.text;
+    std::vector<Change> changes, kept;
+    bool marks_left = false;
+    Rewrite r(s);
+    for_each_chunk(text, [&](std::size_t start, std::size_t end) {
+        const std::string_view old = text.substr(start, end - start);
+        if (decomposed_already(old, false)) {  // nothing to decompose; marks in it stay for the second pass
+            for (std::size_t i = 0; i < old.size() && !marks_left; i += char_length(old[i]))
+                marks_left = is_mark_nonspacing(decode_utf8(old, i).first);
+            return;
+        }
+        changes.clear(), kept.clear();
+        decompose_aligned(old, false, changes);
+        for (const Change& c : changes) {
+            if (!is_mark_nonspacing(c.c)) kept.push_back(c);
+            else if (c.change != 1) marks_left = true;
+        }
+        const std::vector<Change>& now = marks_left ? changes : kept;
+        if (!same(old, now)) r.edit(start, end, now.data(), now.size());
+    });
+    r.finish();
+    if (marks_left) remove_marks(s);
 }
 
 struct Bert final : Normalizer {
