@@ -1,4 +1,5 @@
 // attntrace tokenize MODEL (--text S | --text-file F | -) [--no-special-tokens] [--format text|json]
+// attntrace tokenize MODEL --jsonl F [--no-special-tokens]: many texts, one JSON document a line
 // attntrace tokenize MODEL --decode IDS: a checkpoint's own tokenizer, from its tokenizer.json.
 #include <charconv>
 #include <iostream>
@@ -20,7 +21,9 @@ struct TokenizeOptions {
     std::string text;
     std::string text_file;
     std::string decode;
+    std::string jsonl;             // a JSON Lines file of texts (- for stdin)
     bool text_given = false;
+    bool format_given = false;
     bool no_special = false;
     std::string format = "text";
 };
@@ -42,10 +45,8 @@ std::vector<std::uint32_t> parse_ids(const std::string& list) {
     return ids;
 }
 
-// The text to tokenize and its name for messages.
-std::pair<std::string, std::string> read_text(const TokenizeOptions& opt) {
-    if (opt.text_given) return {opt.text, "--text"};
-    const std::string file = opt.stdin_marker.empty() ? opt.text_file : "-";
+// The whole content of FILE (stdin for "-") and its name for messages.
+std::pair<std::string, std::string> read_all(const std::string& file) {
     if (file == "-") {
         std::string all{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
         if (std::cin.bad()) throw attntrace::InputError("stdin: read failed");
@@ -55,10 +56,29 @@ std::pair<std::string, std::string> read_text(const TokenizeOptions& opt) {
     return {std::string(bytes.bytes()), file};
 }
 
+// The text to tokenize and its name for messages.
+std::pair<std::string, std::string> read_text(const TokenizeOptions& opt) {
+    if (opt.text_given) return {opt.text, "--text"};
+    return read_all(opt.stdin_marker.empty() ? opt.text_file : "-");
+}
+
+// --jsonl: every line's text encoded first (an error prints nothing), then one JSON document a line.
+void tokenize_lines(const attntrace::Tokenizer& tokenizer, const TokenizeOptions& opt) {
+    if (opt.format_given && opt.format != "json")
+        throw attntrace::UsageError("--jsonl writes one JSON document a line; --format " + opt.format + " does not apply");
+    const auto [bytes, name] = read_all(opt.jsonl);
+    const std::vector<std::string> texts = attntrace::json_lines_texts(bytes, name);
+    std::vector<attntrace::Encoding> encodings;
+    encodings.reserve(texts.size());
+    for (std::size_t i = 0; i < texts.size(); ++i) encodings.push_back(tokenizer.encode(texts[i], !opt.no_special, name));
+    for (const attntrace::Encoding& e : encodings) attntrace::write_encoding_json(e, std::cout);
+}
+
 void run_tokenize(const TokenizeOptions& opt) {
-    const int sources = int(opt.text_given) + int(!opt.text_file.empty()) + int(!opt.stdin_marker.empty()) + int(!opt.decode.empty());
+    const int sources = int(opt.text_given) + int(!opt.text_file.empty()) + int(!opt.stdin_marker.empty()) +
+                        int(!opt.decode.empty()) + int(!opt.jsonl.empty());
     if (sources != 1)
-        throw attntrace::UsageError("tokenize: give exactly one of --text S, --text-file F, - (stdin) or --decode IDS");
+        throw attntrace::UsageError("tokenize: give exactly one of --text S, --text-file F, - (stdin), --jsonl F or --decode IDS");
     if (!opt.stdin_marker.empty() && opt.stdin_marker != "-")
         throw attntrace::UsageError("tokenize: unexpected argument \"" + opt.stdin_marker + "\" (- reads the text from stdin)");
     const auto tokenizer = attntrace::Tokenizer::load(opt.model);
@@ -66,9 +86,11 @@ void run_tokenize(const TokenizeOptions& opt) {
         std::cout << tokenizer.decode(parse_ids(opt.decode)) << '\n';
         return;
     }
+    if (!opt.jsonl.empty()) return tokenize_lines(tokenizer, opt);
     const auto [text, source] = read_text(opt);
     const attntrace::Encoding e = tokenizer.encode(text, !opt.no_special, source);
-    std::cout << (opt.format == "json" ? attntrace::encoding_json(e) : attntrace::encoding_text(e, text));
+    if (opt.format == "json") attntrace::write_encoding_json(e, std::cout);
+    else attntrace::write_encoding_text(e, text, std::cout);
 }
 
 }  // namespace
@@ -81,7 +103,12 @@ void setup_tokenize(CLI::App& app) {
     cmd->add_option("--text", opt->text, "the text to tokenize")->each([o = opt.get()](const std::string&) { o->text_given = true; });
     cmd->add_option("--text-file", opt->text_file, "tokenize this file's whole content as one text (- for stdin)");
     cmd->add_flag("--no-special-tokens", opt->no_special, "add no special tokens (add_special_tokens=False)");
-    cmd->add_option("--format", opt->format, "text (one token a line) or json")->check(CLI::IsMember({"text", "json"}));
+    cmd->add_option("--format", opt->format, "text (one token a line) or json")
+        ->check(CLI::IsMember({"text", "json"}))
+        ->each([o = opt.get()](const std::string&) { o->format_given = true; });
+    cmd->add_option("--jsonl", opt->jsonl,
+                    "many texts through one load: F (- for stdin) holds a JSON string (or {\"text\": ...}) a line; "
+                    "prints one JSON document a line");
     cmd->add_option("--decode", opt->decode, "ids to text, as transformers' tokenizer.decode(ids): --decode 15496,995");
     cmd->footer(R"(Text format: one token a line, tab-separated: index, id, the vocabulary string and the text it
 covers (C-style escapes: \t \n \r \\ \xNN), then the count. JSON: {"ids", "tokens", "offsets"}, the
@@ -91,5 +118,6 @@ adds them. Invalid UTF-8 in the text, or a tokenizer.json we cannot read, is exi
 Examples:
   attntrace tokenize path/to/gpt2 --text "Hello world"
   attntrace tokenize path/to/bert --text-file notes.txt --format json | jq .ids
+  attntrace tokenize path/to/gpt2 --jsonl texts.jsonl > ids.jsonl
   attntrace tokenize path/to/gpt2 --decode 15496,995)");
 }

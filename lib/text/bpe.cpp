@@ -40,8 +40,8 @@ public:
 private:
     static constexpr std::uint64_t kEmpty = ~std::uint64_t(0);
     std::size_t hash(std::uint64_t k) const { return ((k * 0x9E3779B97F4A7C15ull) >> 20) & mask_; }
-    std::vector<std::uint64_t> keys_;
-    std::vector<std::pair<std::uint32_t, std::uint32_t>> values_;
+    Buffer<std::uint64_t> keys_;
+    Buffer<std::pair<std::uint32_t, std::uint32_t>> values_;
     std::size_t mask_ = 0;
 };
 

@@ -33,7 +33,7 @@ struct Piece {
 };
 struct Pieces {
     std::vector<NormStr> strs;
-    std::vector<Piece> pieces;
+    Buffer<Piece> pieces;
     bool byte_level = false;
     std::string_view text(const Piece& p) const { return std::string_view(strs[p.str].text).substr(p.begin, p.end - p.begin); }
     // Makes P a string of its own (for a transformation) and returns it.
@@ -49,6 +49,9 @@ enum class Behavior { removed, isolated, merged_with_previous, merged_with_next,
 // The library's split: MATCHES (ranges of [0, n) that matched, in order) turned into the kept ranges.
 std::vector<std::pair<std::size_t, std::size_t>> split_ranges(
     std::size_t n, const std::vector<std::pair<std::size_t, std::size_t>>& matches, Behavior b, bool invert);
+// The same, appended to OUT.
+void split_ranges(std::size_t n, const std::vector<std::pair<std::size_t, std::size_t>>& matches, Behavior b, bool invert,
+                  std::vector<std::pair<std::size_t, std::size_t>>& out);
 // GPT-2's byte-to-character table: the character each byte stands for in a byte-level vocabulary.
 const std::string& byte_level_char(unsigned char b);
 // The byte a byte-level character stands for; -1 when C is none.
@@ -75,13 +78,14 @@ struct Token {
     Span offsets;
     std::int32_t lead = -1, trail = -1;  // spaces at the ends of the token's text; -1: its vocab string's
 };
+using Tokens = Buffer<Token>;
 struct PostProcessor {
     virtual ~PostProcessor() = default;
-    virtual void process(std::vector<Token>& tokens, bool add_special, const Vocab& vocab) const = 0;
+    virtual void process(Tokens& tokens, bool add_special, const Vocab& vocab) const = 0;
 };
 std::unique_ptr<PostProcessor> make_post_processor(Json node, const Vocab& vocab);
 // The library's byte_level::process_offsets (trim_offsets): spaces at a token's ends leave its span.
-void trim_offsets(std::vector<Token>& tokens, bool add_prefix_space, const Vocab& vocab);
+void trim_offsets(Tokens& tokens, bool add_prefix_space, const Vocab& vocab);
 // Leading and trailing spaces (byte-level 'Ġ' or whitespace) of S, in characters.
 std::pair<int, int> space_ends(std::string_view s);
 

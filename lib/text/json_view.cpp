@@ -50,7 +50,12 @@ private:
         switch (c) {
             case '{': return container(node, depth, true);
             case '[': return container(node, depth, false);
-            case '"': n.kind = Json::Kind::string; n.text = string(); return;
+            case '"': {
+                const std::string_view text = string();
+                JsonDoc::Node& str = doc_.nodes_[node];
+                str.kind = Json::Kind::string, str.text = text.data(), str.size = static_cast<std::uint32_t>(text.size());
+                return;
+            }
             case 't': n.kind = Json::Kind::boolean; n.flag = true; return literal("true");
             case 'f': n.kind = Json::Kind::boolean; return literal("false");
             case 'n': n.kind = Json::Kind::null; return literal("null");
@@ -103,7 +108,7 @@ private:
         JsonDoc::Node& n = doc_.nodes_[node];
         n.kind = object ? Json::Kind::object : Json::Kind::array;
         n.first = static_cast<std::uint32_t>(doc_.children_.size());
-        n.count = static_cast<std::uint32_t>(kids_.size() - base);
+        n.size = static_cast<std::uint32_t>(kids_.size() - base);
         doc_.children_.insert(doc_.children_.end(), kids_.begin() + static_cast<std::ptrdiff_t>(base), kids_.end());
         doc_.keys_.insert(doc_.keys_.end(), names_.begin() + static_cast<std::ptrdiff_t>(base), names_.end());
         kids_.resize(base);
@@ -179,10 +184,12 @@ private:
 JsonDoc::JsonDoc(std::string_view bytes, std::string file) : file_(std::move(file)) {
     if (const auto bad = first_invalid_utf8(bytes))
         throw InputError(file_ + ": not JSON: invalid UTF-8 at byte " + std::to_string(*bad));
-    nodes_.reserve(bytes.size() / 8 + 16);
+    nodes_.reserve(bytes.size() / 8 + 16);  // reserved, not touched: a vocabulary has a node per ~20 bytes
+    children_.reserve(bytes.size() / 8 + 16);
+    keys_.reserve(bytes.size() / 8 + 16);
     JsonParser(*this, bytes).parse();
     null_ = static_cast<std::uint32_t>(nodes_.size());
-    nodes_.push_back(Node{Json::Kind::null, false, 0, {}, 0, 0});
+    nodes_.push_back(Node{});
 }
 
 Json::Kind Json::kind() const { return doc_->nodes_[node_].kind; }
@@ -205,7 +212,8 @@ static InputError wrong(const Json& j, const char* where, const char* expected) 
 
 std::string_view Json::str(const char* where) const {
     if (!is_string()) throw wrong(*this, where, "a string");
-    return doc_->nodes_[node_].text;
+    const auto& n = doc_->nodes_[node_];
+    return {n.text, n.size};
 }
 
 bool Json::boolean(const char* where) const {
@@ -221,7 +229,7 @@ std::int64_t Json::integer(const char* where) const {
 
 std::size_t Json::size() const {
     const auto& n = doc_->nodes_[node_];
-    return (n.kind == Kind::array || n.kind == Kind::object) ? n.count : 0;
+    return (n.kind == Kind::array || n.kind == Kind::object) ? n.size : 0;
 }
 
 Json Json::operator[](std::size_t i) const { return Json(doc_, doc_->children_[doc_->nodes_[node_].first + i]); }

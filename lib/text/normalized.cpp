@@ -60,6 +60,21 @@ std::vector<Change> unchanged(std::string_view s) {
     return out;
 }
 
+std::string& Rewrite::spare_text() {
+    thread_local std::string spare;
+    return spare;
+}
+
+Buffer<Span>& Rewrite::spare_align() {
+    thread_local Buffer<Span> spare;
+    return spare;
+}
+
+void Rewrite::release_spares() {
+    std::string().swap(spare_text());
+    Buffer<Span>().swap(spare_align());
+}
+
 Span Rewrite::old_span(std::size_t i) const {
     if (!s_.identity) return s_.align[i];
     return {static_cast<std::uint32_t>(s_.base + char_start(s_.text, i)), static_cast<std::uint32_t>(s_.base + char_end(s_.text, i + 1))};
@@ -97,8 +112,14 @@ void Rewrite::keep_until(std::size_t to) {
 
 void Rewrite::edit(std::size_t from, std::size_t to, const Change* changes, std::size_t count, std::size_t skip) {
     if (!edited_) {
-        text_.reserve(s_.text.size() + count + 16);
-        align_.reserve(s_.text.size() + count + 16);
+        // the buffers a previous rewrite left (their pages are mapped already: a 1 MB text has
+        // 8 MB of alignments, and a normalizer may rewrite it four times)
+        text_.swap(spare_text()), align_.swap(spare_align());
+        text_.clear(), align_.clear();
+        // the text's room to double (BERT pads every CJK character with two spaces: a std::string
+        // only touches what it writes), the alignments' an eighth (their block is populated at once)
+        text_.reserve(2 * s_.text.size() + count + 64);
+        align_.reserve(s_.text.size() + s_.text.size() / 8 + count + 64);
         edited_ = true;
     }
     keep_until(from);
@@ -133,6 +154,8 @@ void Rewrite::finish() {
     keep_until(s_.text.size());
     s_.text.swap(text_);
     s_.align.swap(align_);
+    if (text_.capacity() > spare_text().capacity()) spare_text().swap(text_);
+    if (align_.capacity() > spare_align().capacity()) spare_align().swap(align_);
     s_.identity = false;
     edited_ = false;
 }

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "buffers.hpp"
+
 namespace attntrace::text {
 
 struct Span {
@@ -22,7 +24,7 @@ struct NormStr {
     // character still stands where the original's did from BASE on, with its length, so byte i
     // comes from the character around base + i (most texts are never realigned: no 8 bytes of
     // alignment per byte for them).
-    std::vector<Span> align;
+    Buffer<Span> align;
     std::uint32_t base = 0;
     bool identity = false;
 
@@ -52,13 +54,18 @@ public:
     explicit Rewrite(NormStr& s) : s_(s) {}
     void edit(std::size_t from, std::size_t to, const Change* changes, std::size_t count, std::size_t skip = 0);
     void finish();
+    // Gives back the buffers kept for the next rewrite (after a normalizer, so that the pieces and
+    // tokens take their populated pages instead of fresh ones).
+    static void release_spares();
 
 private:
     Span old_span(std::size_t i) const;  // the alignment of old byte I
+    static std::string& spare_text();    // the largest buffers a finished rewrite gave back
+    static Buffer<Span>& spare_align();
     void keep_until(std::size_t to);     // old bytes [done_, TO) as they are
     NormStr& s_;
     std::string text_;
-    std::vector<Span> align_;
+    Buffer<Span> align_;
     std::size_t done_ = 0;
     bool edited_ = false;
 };

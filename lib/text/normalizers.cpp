@@ -49,14 +49,15 @@ void decompose_aligned(std::string_view s, bool compat, std::vector<Change>& out
         int ccc;
         Change change;
     };
-    std::vector<Item> items;
+    thread_local std::vector<Item> items;
+    thread_local std::u32string parts;
+    items.clear();
     std::size_t ready = 0;  // items before this are in canonical order
-    auto sort_pending = [&] {
-        std::stable_sort(items.begin() + static_cast<std::ptrdiff_t>(ready), items.end(),
-                         [](const Item& a, const Item& b) { return a.ccc < b.ccc; });
+    auto sort_pending = [&] {  // a stable insertion sort: runs of non-starters are short
+        for (std::size_t i = ready + 1; i < items.size(); ++i)
+            for (std::size_t k = i; k > ready && items[k - 1].ccc > items[k].ccc; --k) std::swap(items[k - 1], items[k]);
         ready = items.size();
     };
-    std::u32string parts;
     for (std::size_t i = 0; i < s.size();) {
         const auto [c, len] = decode_utf8(s, i);
         i += len;
@@ -119,6 +120,24 @@ bool same(std::string_view old, const std::vector<Change>& changes) {
     return k == changes.size();
 }
 
+// Whether OLD is its own NFD (NFKD with COMPAT): no character decomposes, and the combining
+// classes of each run of non-starters are in order already.
+bool decomposed_already(std::string_view old, bool compat) {
+    int previous = 0;
+    for (std::size_t i = 0; i < old.size();) {
+        const auto [c, len] = decode_utf8(old, i);
+        i += len;
+        if (c < 0x80) {
+            previous = 0;
+            continue;
+        }
+        const int ccc = combining_class(c);
+        if (decomposes(c, compat) || (ccc != 0 && previous > ccc)) return false;
+        previous = ccc;
+    }
+    return true;
+}
+
 std::size_t char_length(char lead) {
     const auto b = static_cast<unsigned char>(lead);
     return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
@@ -126,33 +145,44 @@ std::size_t char_length(char lead) {
 
 // The text in normal form F with the library's alignments. Chunks that run from one character below
 // U+0300 (nothing before it can combine with or reorder around it) to the next are normalized
-// independently; an ASCII character alone is its own normal form, a chunk that comes out the same
-// is left as it is.
+// independently; a character alone that does not decompose is its own normal form, a chunk that
+// comes out the same is left as it is.
+// Calls CHUNK(start, end) for each chunk of TEXT that normalization may change: from one character
+// below U+0300 (nothing before it can combine with or reorder around it) to the next, ASCII
+// characters alone left out.
+template <class Chunk>
+void for_each_chunk(std::string_view text, Chunk&& chunk) {
+    for (std::size_t start = 0; start < text.size();) {
+        std::size_t end = start + char_length(text[start]);
+        while (end < text.size() && !is_normalization_boundary(static_cast<unsigned char>(text[end]))) end += char_length(text[end]);
+        if (!(end == start + 1 && static_cast<unsigned char>(text[start]) < 0x80)) chunk(start, end);
+        start = end;
+    }
+}
+
+// The text in normal form F with the library's alignments, chunk by chunk; a chunk already in
+// form F (decomposed already, or one character that does not decompose) is left as it is.
 void unicode_normalize(NormStr& s, NormalForm f) {
     const bool compat = f == NormalForm::nfkc || f == NormalForm::nfkd;
     const bool compose = f == NormalForm::nfc || f == NormalForm::nfkc;
     const std::string_view text = s.text;
     std::vector<Change> changes, decomposed;
     Rewrite r(s);
-    for (std::size_t start = 0; start < text.size();) {
-        std::size_t end = start + char_length(text[start]);
-        while (end < text.size() && !is_normalization_boundary(static_cast<unsigned char>(text[end]))) end += char_length(text[end]);
-        if (end == start + 1 && static_cast<unsigned char>(text[start]) < 0x80) {
-            start = end;
-            continue;
-        }
+    for_each_chunk(text, [&](std::size_t start, std::size_t end) {
         const std::string_view old = text.substr(start, end - start);
+        const bool one = end - start == char_length(text[start]);
+        if (compose ? one && !decomposes(decode_utf8(old, 0).first, compat) : decomposed_already(old, compat)) return;
         changes.clear(), decomposed.clear();
         decompose_aligned(old, compat, compose ? decomposed : changes);
         if (compose) recompose_aligned(decomposed, changes);
         if (!same(old, changes)) r.edit(start, end, changes.data(), changes.size());
-        start = end;
-    }
+    });
     r.finish();
 }
 
-// The nonspacing marks (Mn) of S removed (the library's filter), ASCII skipped unread.
-void remove_marks(NormStr& s) {
+// S rewritten where EDIT(rewrite, at, c, len) edits its non-ASCII characters; ASCII skipped unread.
+template <class Edit>
+void rewrite_above_ascii(NormStr& s, Edit&& edit) {
     Rewrite r(s);
     for (std::size_t i = 0; i < s.text.size();) {
         if (static_cast<unsigned char>(s.text[i]) < 0x80) {
@@ -160,16 +190,47 @@ void remove_marks(NormStr& s) {
             continue;
         }
         const auto [c, len] = decode_utf8(s.text, i);
-        if (is_mark_nonspacing(c)) r.edit(i, i + len, nullptr, 0, 1);
+        edit(r, i, c, len);
         i += len;
     }
     r.finish();
 }
 
+// The nonspacing marks (Mn) of S removed (the library's filter).
+void remove_marks(NormStr& s) {
+    rewrite_above_ascii(s, [](Rewrite& r, std::size_t at, char32_t c, std::size_t len) {
+        if (is_mark_nonspacing(c)) r.edit(at, at + len, nullptr, 0, 1);
+    });
+}
+
+// NFD then the nonspacing marks removed (BertNormalizer's strip_accents), in one rewrite where that
+// is the same: marks that the decomposition inserted (change 1) consume nothing, so leaving them
+// out changes no other character's alignment. Marks that stand in the text (as "e\u0301" does)
+// are removed by a second pass, as the library's filter removes them.
 void strip_accents(NormStr& s) {
     if (all_ascii(s.text)) return;
-    unicode_normalize(s, NormalForm::nfd);
-    remove_marks(s);
+    const std::string_view text = s.text;
+    std::vector<Change> changes, kept;
+    bool marks_left = false;
+    Rewrite r(s);
+    for_each_chunk(text, [&](std::size_t start, std::size_t end) {
+        const std::string_view old = text.substr(start, end - start);
+        if (decomposed_already(old, false)) {  // nothing to decompose; marks in it stay for the second pass
+            for (std::size_t i = 0; i < old.size() && !marks_left; i += char_length(old[i]))
+                marks_left = is_mark_nonspacing(decode_utf8(old, i).first);
+            return;
+        }
+        changes.clear(), kept.clear();
+        decompose_aligned(old, false, changes);
+        for (const Change& c : changes) {
+            if (!is_mark_nonspacing(c.c)) kept.push_back(c);
+            else if (c.change != 1) marks_left = true;
+        }
+        const std::vector<Change>& now = marks_left ? changes : kept;
+        if (!same(old, now)) r.edit(start, end, now.data(), now.size());
+    });
+    r.finish();
+    if (marks_left) remove_marks(s);
 }
 
 struct Bert final : Normalizer {
@@ -217,20 +278,11 @@ struct Bert final : Normalizer {
         return (c == 0xFFFD || is_other(c) || is_whitespace(c)) ? 0xFFFFFFFF : c;
     }
     static void pad_chinese(NormStr& s) {
-        Rewrite r(s);
-        for (std::size_t i = 0; i < s.text.size();) {
-            if (static_cast<unsigned char>(s.text[i]) < 0x80) {
-                ++i;
-                continue;
-            }
-            const auto [c, len] = decode_utf8(s.text, i);
-            if (is_chinese_char(c)) {
-                const Change padded[] = {{U' ', 0}, {c, 1}, {U' ', 1}};
-                r.edit(i, i + len, padded, 3);
-            }
-            i += len;
-        }
-        r.finish();
+        rewrite_above_ascii(s, [](Rewrite& r, std::size_t at, char32_t c, std::size_t len) {
+            if (!is_chinese_char(c)) return;
+            const Change padded[] = {{U' ', 0}, {c, 1}, {U' ', 1}};
+            r.edit(at, at + len, padded, 3);
+        });
     }
 };
 

@@ -45,15 +45,20 @@ struct Template final : PostProcessor {
             parts.push_back(std::move(ids));
         }
     }
-    void process(std::vector<Token>& tokens, bool add_special, const Vocab&) const override {
+    void process(Tokens& tokens, bool add_special, const Vocab&) const override {
         if (!add_special) return;
-        std::vector<Token> out;
-        out.reserve(tokens.size() + 4);
+        // the special tokens before the first sequence in front, the rest after: in place when
+        // the sequence comes once (always, for one text), not a copy of a million tokens
+        std::vector<Token> before, after;
+        bool seen = false;
         for (const auto& part : parts) {
-            if (part.empty()) out.insert(out.end(), tokens.begin(), tokens.end());
-            for (std::uint32_t id : part) out.push_back({id, {0, 0}, 0, 0});
+            if (part.empty() && seen) after.insert(after.end(), tokens.begin(), tokens.end());
+            seen = seen || part.empty();
+            for (std::uint32_t id : part) (seen ? after : before).push_back({id, {0, 0}, 0, 0});
         }
-        tokens.swap(out);
+        if (!seen) tokens.clear();  // a template without the sequence
+        tokens.insert(tokens.begin(), before.begin(), before.end());
+        tokens.insert(tokens.end(), after.begin(), after.end());
     }
 };
 
@@ -68,7 +73,7 @@ struct ClsSep final : PostProcessor {
         trim = t.is_null() || t.boolean("trim_offsets");
         add_prefix_space = a.is_null() || a.boolean("add_prefix_space");
     }
-    void process(std::vector<Token>& tokens, bool add_special, const Vocab& vocab) const override {
+    void process(Tokens& tokens, bool add_special, const Vocab& vocab) const override {
         if (trim) trim_offsets(tokens, add_prefix_space, vocab);
         if (!add_special) return;
         tokens.insert(tokens.begin(), Token{cls, {0, 0}, 0, 0});
@@ -83,7 +88,7 @@ struct ByteLevel final : PostProcessor {
         trim = t.is_null() || t.boolean("trim_offsets");
         add_prefix_space = a.is_null() || a.boolean("add_prefix_space");
     }
-    void process(std::vector<Token>& tokens, bool, const Vocab& vocab) const override {
+    void process(Tokens& tokens, bool, const Vocab& vocab) const override {
         if (trim) trim_offsets(tokens, add_prefix_space, vocab);
     }
 };
@@ -94,7 +99,7 @@ struct Sequence final : PostProcessor {
         Json list = n.get("processors");
         for (std::size_t i = 0; i < list.size(); ++i) parts.push_back(make_post_processor(list[i], vocab));
     }
-    void process(std::vector<Token>& tokens, bool add_special, const Vocab& vocab) const override {
+    void process(Tokens& tokens, bool add_special, const Vocab& vocab) const override {
         for (const auto& p : parts)
             if (p) p->process(tokens, add_special, vocab);
     }
@@ -116,7 +121,7 @@ std::pair<int, int> space_ends(std::string_view s) {
     return {lead, trail};
 }
 
-void trim_offsets(std::vector<Token>& tokens, bool add_prefix_space, const Vocab& vocab) {
+void trim_offsets(Tokens& tokens, bool add_prefix_space, const Vocab& vocab) {
     for (std::size_t i = 0; i < tokens.size(); ++i) {
         Token& t = tokens[i];
         if (t.lead < 0) {

@@ -58,7 +58,8 @@ std::size_t ascii_gpt2_match(std::string_view s, std::size_t at) {
 }
 
 // kGpt2Pattern's matches in S (REGEX compiled from it), the ASCII ones found without PCRE2.
-void gpt2_matches(std::string_view s, const Regex& regex, bool fast, Ranges& out) {
+template <class Out>
+void gpt2_matches(std::string_view s, const Regex& regex, bool fast, Out& out) {
     std::pair<std::size_t, std::size_t> m;
     for (std::size_t at = 0; at < s.size();) {
         if (const std::size_t end = fast ? ascii_gpt2_match(s, at) : 0) {
@@ -74,23 +75,80 @@ void gpt2_matches(std::string_view s, const Regex& regex, bool fast, Ranges& out
 }
 
 // Replaces every piece by the kept ranges FIND gives for its text (relative to the piece).
+// The library's split of one piece of N bytes (its SplitDelimiterBehavior): fed the matches in
+// order (emplace_back), it keeps them and the stretches between them as behaviour B says, and hands
+// each kept range to EMIT, holding back only the one a later range may still merge with.
+template <class Emit>
+class Splitter {
+public:
+    Splitter(std::size_t n, Behavior b, bool invert, Emit& emit) : n_(n), b_(b), invert_(invert), emit_(emit) {}
+    void emplace_back(std::size_t from, std::size_t to) {
+        if (prev_ < from) visit({prev_, from}, invert_);
+        visit({from, to}, !invert_);
+        prev_ = to;
+    }
+    void push_back(std::pair<std::size_t, std::size_t> m) { emplace_back(m.first, m.second); }
+    void finish() {
+        if (prev_ < n_ || n_ == 0) visit({prev_, n_}, invert_);
+        if (pending_) hold(waiting_);
+        if (held_) emit_(kept_.first, kept_.second);
+    }
+
+private:
+    using Range = std::pair<std::size_t, std::size_t>;
+    void hold(Range r) {
+        if (held_) emit_(kept_.first, kept_.second);
+        kept_ = r, held_ = true;
+    }
+    void visit(Range range, bool is_match) {
+        if (b_ == Behavior::merged_with_next) {  // a match joins the stretch after it
+            if (pending_ && !is_match) range.first = waiting_.first;
+            else if (pending_) hold(waiting_);
+            pending_ = is_match;
+            if (is_match) waiting_ = range;
+            else hold(range);
+            return;
+        }
+        if (b_ == Behavior::removed && is_match) return;
+        const bool merge = held_ && ((b_ == Behavior::contiguous && is_match == previous_match_) ||
+                                     (b_ == Behavior::merged_with_previous && is_match && !previous_match_));
+        if (merge) kept_.second = range.second;
+        else hold(range);
+        previous_match_ = is_match;
+    }
+    std::size_t n_, prev_ = 0;
+    Behavior b_;
+    bool invert_, previous_match_ = false;
+    Emit& emit_;
+    Range kept_{0, 0}, waiting_{0, 0};  // the range held back (HELD_), the match waiting (PENDING_)
+    bool held_ = false, pending_ = false;
+};
+
+// Replaces every piece by the kept ranges of the matches FIND(text, sink) gives for its text.
 template <class Find>
 void split_each(Pieces& p, Behavior b, bool invert, Find&& find) {
-    std::vector<Piece> out;
+    Buffer<Piece> out;
     out.reserve(p.pieces.size() * 2);
-    Ranges matches;
     for (const Piece& piece : p.pieces) {
-        matches.clear();
-        find(p.text(piece), matches);
-        for (const auto& [from, to] : split_ranges(piece.end - piece.begin, matches, b, invert))
+        auto emit = [&](std::size_t from, std::size_t to) {
             if (to > from) out.push_back({piece.str, piece.begin + static_cast<std::uint32_t>(from), piece.begin + static_cast<std::uint32_t>(to)});
+        };
+        Splitter<decltype(emit)> splitter(piece.end - piece.begin, b, invert, emit);
+        find(p.text(piece), splitter);
+        splitter.finish();
     }
     p.pieces.swap(out);
 }
 
-// Each character C with PRED(C) as a match of its own (the library's char patterns).
-template <class Pred>
-void char_matches(std::string_view s, Ranges& out, Pred&& pred) {
+// Every match of REGEX in S, in order, to OUT.
+template <class Out>
+void regex_matches(const Regex& regex, std::string_view s, Out& out) {
+    std::pair<std::size_t, std::size_t> m;
+    for (std::size_t at = 0; regex.find_from(s, at, m); at = m.second) out.push_back(m);
+}
+
+template <class Out, class Pred>
+void char_matches(std::string_view s, Out& out, Pred&& pred) {
     for (std::size_t i = 0; i < s.size();) {
         const auto [c, len] = decode_utf8(s, i);
         if (pred(c)) out.emplace_back(i, i + len);
@@ -126,7 +184,7 @@ struct ByteLevel final : PreTokenizer {
                     prepend(own, " ");
                     piece.end = static_cast<std::uint32_t>(own.text.size());
                 }
-        if (regex) split_each(p, Behavior::isolated, false, [&](std::string_view s, Ranges& m) { gpt2_matches(s, *regex, true, m); });
+        if (regex) split_each(p, Behavior::isolated, false, [&](std::string_view s, auto& m) { gpt2_matches(s, *regex, true, m); });
         p.byte_level = true;
     }
 };
@@ -142,8 +200,8 @@ struct Split final : PreTokenizer {
         else regex.emplace(p.get("Regex").str("pre_tokenizer.pattern.Regex"), n.file() + ": pre_tokenizer Split");
     }
     void pre_tokenize(Pieces& p) const override {
-        split_each(p, behavior, invert, [&](std::string_view s, Ranges& m) {
-            if (regex) return regex->find_all(s, m);
+        split_each(p, behavior, invert, [&](std::string_view s, auto& m) {
+            if (regex) return regex_matches(*regex, s, m);
             if (literal.empty()) return;
             for (std::size_t at = s.find(literal); at != std::string_view::npos; at = s.find(literal, at + literal.size()))
                 m.emplace_back(at, at + literal.size());
@@ -176,14 +234,14 @@ struct Metaspace final : PreTokenizer {
         if (!split) return;
         const char32_t rep = decode_utf8(replacement, 0).first;
         split_each(p, Behavior::merged_with_next, false,
-                   [&](std::string_view s, Ranges& m) { char_matches(s, m, [&](char32_t c) { return c == rep; }); });
+                   [&](std::string_view s, auto& m) { char_matches(s, m, [&](char32_t c) { return c == rep; }); });
     }
 };
 
 // The library's two splits, on whitespace (removed) then on punctuation (isolated), in one pass.
 struct Bert final : PreTokenizer {
     void pre_tokenize(Pieces& p) const override {
-        std::vector<Piece> out;
+        Buffer<Piece> out;
         out.reserve(p.pieces.size() + p.pieces.size() / 2 + 16);
         for (const Piece& piece : p.pieces) {
             const std::string_view s = p.text(piece);
@@ -215,7 +273,7 @@ struct Bert final : PreTokenizer {
 
 struct WhitespaceSplit final : PreTokenizer {
     void pre_tokenize(Pieces& p) const override {
-        split_each(p, Behavior::removed, false, [](std::string_view s, Ranges& m) { char_matches(s, m, is_whitespace); });
+        split_each(p, Behavior::removed, false, [](std::string_view s, auto& m) { char_matches(s, m, is_whitespace); });
     }
 };
 
@@ -223,7 +281,7 @@ struct Digits final : PreTokenizer {
     bool individual;
     explicit Digits(Json n) : individual(!n.get("individual_digits").is_null() && n.get("individual_digits").boolean("individual_digits")) {}
     void pre_tokenize(Pieces& p) const override {
-        split_each(p, individual ? Behavior::isolated : Behavior::contiguous, false, [](std::string_view s, Ranges& m) {
+        split_each(p, individual ? Behavior::isolated : Behavior::contiguous, false, [](std::string_view s, auto& m) {
             char_matches(s, m, is_numeric);
         });
     }
@@ -253,34 +311,16 @@ NormStr& Pieces::own(Piece& p) {
     return strs[p.str];
 }
 
+void split_ranges(std::size_t n, const Ranges& matches, Behavior b, bool invert, Ranges& out) {
+    auto emit = [&](std::size_t from, std::size_t to) { out.emplace_back(from, to); };
+    Splitter<decltype(emit)> splitter(n, b, invert, emit);
+    for (const auto& m : matches) splitter.push_back(m);
+    splitter.finish();
+}
+
 std::vector<std::pair<std::size_t, std::size_t>> split_ranges(std::size_t n, const Ranges& matches, Behavior b, bool invert) {
-    std::vector<std::pair<std::pair<std::size_t, std::size_t>, bool>> all;  // (range, is_match)
-    std::size_t prev = 0;
-    for (const auto& m : matches) {
-        if (prev < m.first) all.push_back({{prev, m.first}, invert});
-        all.push_back({m, !invert});
-        prev = m.second;
-    }
-    if (prev < n) all.push_back({{prev, n}, invert});
-    if (n == 0) all.push_back({{0, 0}, invert});
     Ranges out;
-    bool previous_match = false;
-    if (b == Behavior::merged_with_next) {
-        for (auto it = all.rbegin(); it != all.rend(); ++it) {
-            if (it->second && !previous_match && !out.empty()) out.back().first = it->first.first;
-            else out.push_back(it->first);
-            previous_match = it->second;
-        }
-        return Ranges(out.rbegin(), out.rend());
-    }
-    for (const auto& [range, is_match] : all) {
-        if (b == Behavior::removed && is_match) continue;
-        const bool merge = !out.empty() && ((b == Behavior::contiguous && is_match == previous_match) ||
-                                            (b == Behavior::merged_with_previous && is_match && !previous_match));
-        if (merge) out.back().second = range.second;
-        else out.push_back(range);
-        previous_match = is_match;
-    }
+    split_ranges(n, matches, b, invert, out);
     return out;
 }
 

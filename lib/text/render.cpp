@@ -2,18 +2,29 @@
 // one buffer: a 1 MB text is 250k tokens, three numbers and two strings each.
 #include <algorithm>
 #include <array>
+#include <cstring>
+#include <ostream>
+#include <vector>
 
 #include "attntrace/text/tokenizer.hpp"
 
 namespace attntrace {
 namespace {
 
-// A growing output buffer written through a pointer: room(N) makes N bytes writable at the end,
-// advance(P) says where the writing stopped.
+// An output buffer written through a pointer: room(N) makes N bytes writable at the end, advance(P)
+// says where the writing stopped. With a SINK it is flushed there every 256 KiB (a 1 MB text's JSON
+// is 7 MB: never held whole), else it grows and take() gives it all.
 class Out {
 public:
+    explicit Out(std::ostream* sink = nullptr) : sink_(sink) {}
     char* room(std::size_t n) {
-        if (used_ + n > buf_.size()) buf_.resize(std::max(buf_.size() * 2, used_ + n + 4096));
+        if (used_ + n > buf_.size()) {
+            if (sink_ && used_ > 0) {
+                sink_->write(buf_.data(), static_cast<std::streamsize>(used_));
+                used_ = 0;
+            }
+            if (used_ + n > buf_.size()) buf_.resize(std::max(sink_ ? kChunk : buf_.size() * 2, used_ + n + 4096));
+        }
         return buf_.data() + used_;
     }
     void advance(char* end) { used_ = static_cast<std::size_t>(end - buf_.data()); }
@@ -21,8 +32,14 @@ public:
         buf_.resize(used_);
         return std::move(buf_);
     }
+    void flush() {
+        if (sink_ && used_ > 0) sink_->write(buf_.data(), static_cast<std::streamsize>(used_));
+        used_ = 0;
+    }
 
 private:
+    static constexpr std::size_t kChunk = 256 * 1024;
+    std::ostream* sink_;
     std::string buf_;
     std::size_t used_ = 0;
 };
@@ -91,16 +108,7 @@ char* put_escaped(char* p, std::string_view s, Escapes style) {
     return p;
 }
 
-}  // namespace
-
-std::string c_escape(std::string_view s) {
-    Out out;
-    out.advance(put_escaped(out.room(s.size() * kMaxEscape), s, Escapes::c));
-    return out.take();
-}
-
-std::string encoding_text(const Encoding& e, std::string_view input) {
-    Out out;
+void put_encoding_text(Out& out, const Encoding& e, std::string_view input) {
     for (std::size_t i = 0; i < e.ids.size(); ++i) {
         const auto [from, to] = e.offsets[i];
         const std::string_view covered = input.substr(std::min(from, input.size()), to > from ? to - from : 0);
@@ -117,16 +125,36 @@ std::string encoding_text(const Encoding& e, std::string_view input) {
     }
     char* p = put_number(out.room(32), e.ids.size());
     out.advance(put_text(p, e.ids.size() == 1 ? " token\n" : " tokens\n"));
-    return out.take();
 }
 
-std::string encoding_json(const Encoding& e) {
-    Out out;
+// Decimal texts of the ids seen, each made once: a text repeats its common tokens.
+class IdTexts {
+public:
+    char* put(char* p, std::uint32_t id) {
+        if (id >= known_.size()) known_.resize(std::max<std::size_t>(id + 1, known_.size() * 2));
+        std::uint64_t& k = known_[id];  // up to 7 digits, then their count in the last byte; 0: not made
+        if (k == 0) {
+            char digits[16];
+            const auto n = static_cast<std::size_t>(put_number(digits, id) - digits);
+            if (n > 7) return put_number(p, id);
+            std::memcpy(&k, digits, n);
+            k |= std::uint64_t(n) << 56;
+        }
+        std::memcpy(p, &k, 8);  // the room asked for covers 8 bytes
+        return p + (k >> 56);
+    }
+
+private:
+    std::vector<std::uint64_t> known_;
+};
+
+void put_encoding_json(Out& out, const Encoding& e) {
+    IdTexts ids;
     out.advance(put_text(out.room(16), "{\"ids\": ["));
     for (std::size_t i = 0; i < e.ids.size(); ++i) {
         char* p = out.room(24);
         if (i) p = put_text(p, ", ");
-        out.advance(put_number(p, e.ids[i]));
+        out.advance(ids.put(p, e.ids[i]));
     }
     out.advance(put_text(out.room(16), "], \"tokens\": ["));
     for (std::size_t i = 0; i < e.tokens.size(); ++i) {
@@ -138,17 +166,53 @@ std::string encoding_json(const Encoding& e) {
         out.advance(p);
     }
     out.advance(put_text(out.room(16), "], \"offsets\": ["));
+    char last[24];  // the previous end's digits (a token mostly begins where one ended)
+    std::size_t last_len = 0, last_value = 0;
     for (std::size_t i = 0; i < e.offsets.size(); ++i) {
         char* p = out.room(64);
         p = put_text(p, i ? ", [" : "[");
-        p = put_number(p, e.offsets[i].first);
+        if (last_len && e.offsets[i].first == last_value) p = put_text(p, std::string_view(last, last_len));
+        else p = put_number(p, e.offsets[i].first);
         p = put_text(p, ", ");
-        p = put_number(p, e.offsets[i].second);
-        *p++ = ']';
-        out.advance(p);
+        char* end = put_number(p, e.offsets[i].second);
+        last_len = static_cast<std::size_t>(end - p), last_value = e.offsets[i].second;
+        std::memcpy(last, p, last_len);
+        *end++ = ']';
+        out.advance(end);
     }
     out.advance(put_text(out.room(8), "]}\n"));
+}
+
+}  // namespace
+
+std::string c_escape(std::string_view s) {
+    Out out;
+    out.advance(put_escaped(out.room(s.size() * kMaxEscape), s, Escapes::c));
     return out.take();
+}
+
+std::string encoding_text(const Encoding& e, std::string_view input) {
+    Out out;
+    put_encoding_text(out, e, input);
+    return out.take();
+}
+
+std::string encoding_json(const Encoding& e) {
+    Out out;
+    put_encoding_json(out, e);
+    return out.take();
+}
+
+void write_encoding_text(const Encoding& e, std::string_view input, std::ostream& sink) {
+    Out out(&sink);
+    put_encoding_text(out, e, input);
+    out.flush();
+}
+
+void write_encoding_json(const Encoding& e, std::ostream& sink) {
+    Out out(&sink);
+    put_encoding_json(out, e);
+    out.flush();
 }
 
 }  // namespace attntrace

@@ -99,7 +99,7 @@ void Tokenizer::Impl::build() {
     added = AddedTokens(vocab.added, normalizer.get());
 }
 
-void Tokenizer::Impl::run_model(Pieces& pieces, std::vector<Token>& out) const {
+void Tokenizer::Impl::run_model(Pieces& pieces, Tokens& out) const {
     std::vector<ModelToken> tokens;
     for (const Piece& piece : pieces.pieces) {
         tokens.clear();
@@ -110,8 +110,11 @@ void Tokenizer::Impl::run_model(Pieces& pieces, std::vector<Token>& out) const {
 }
 
 // One stretch of the text between the added tokens matched in the raw text.
-void Tokenizer::Impl::encode_segment(NormStr segment, std::vector<Token>& out) const {
-    if (normalizer) normalizer->normalize(segment);
+void Tokenizer::Impl::encode_segment(NormStr segment, Tokens& out) const {
+    if (normalizer) {
+        normalizer->normalize(segment);
+        Rewrite::release_spares();
+    }
     for (const AddedTokens::Split& split : added.split(segment.text, true)) {
         if (split.token) {
             const auto [lead, trail] = space_ends(std::string_view(segment.text).substr(split.from, split.to - split.from));
@@ -130,7 +133,8 @@ void Tokenizer::Impl::encode_segment(NormStr segment, std::vector<Token>& out) c
 Encoding Tokenizer::encode(std::string_view text, bool add_special_tokens, const std::string& source) const {
     if (const auto bad = first_invalid_utf8(text))
         throw InputError(source + ": invalid UTF-8 at byte " + std::to_string(*bad));
-    std::vector<Token> tokens;
+    Tokens tokens;
+    tokens.reserve(text.size() / 4 + 16);  // English runs at ~4 bytes a token (the block is populated at once)
     for (const AddedTokens::Split& split : impl_->added.split(text, false)) {
         if (split.token) {
             const auto [lead, trail] = space_ends(text.substr(split.from, split.to - split.from));
@@ -152,7 +156,7 @@ Encoding Tokenizer::encode(std::string_view text, bool add_special_tokens, const
     return e;
 }
 
-std::string Tokenizer::decode(const std::vector<std::uint32_t>& ids) const {
+std::string Tokenizer::decode(std::span<const std::uint32_t> ids) const {
     std::vector<std::string> tokens;
     for (std::uint32_t id : ids) {
         const auto t = impl_->vocab.token(id);

@@ -32,8 +32,8 @@ struct Tokenizer::Impl {
     Impl(std::string f, FileBytes b) : file(std::move(f)), bytes(std::move(b)), doc(bytes->bytes(), file) {}
     Impl(std::string name, std::string json) : file(std::move(name)), owned(std::move(json)), doc(owned, file) {}
     void build();  // the components from doc
-    void encode_segment(text::NormStr segment, std::vector<text::Token>& out) const;
-    void run_model(text::Pieces& pieces, std::vector<text::Token>& out) const;
+    void encode_segment(text::NormStr segment, text::Tokens& out) const;
+    void run_model(text::Pieces& pieces, text::Tokens& out) const;
 };
 
 namespace text {

@@ -6,7 +6,9 @@
 #include <pcre2.h>
 #include <utf8proc.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <vector>
 #include <cstring>
 #include <mutex>
 
@@ -114,7 +116,48 @@ std::optional<std::size_t> first_invalid_utf8(std::string_view s) noexcept {
     return std::nullopt;
 }
 
-Category category(char32_t c) { return static_cast<Category>(utf8proc().category(static_cast<utf8proc_int32_t>(c))); }
+namespace {
+
+// What the tokenizers ask of a character, looked up in utf8proc once per code point below
+// U+30000: a text asks about the same few hundred characters again and again. One word each:
+// bit 63 known, bits 0-20 the lowercase, 21-25 the category, 26-33 the combining class, 34 a
+// canonical decomposition, 35 any decomposition. (Atomic, relaxed: two threads may fill an entry,
+// with the same value.)
+struct CharInfo {
+    std::uint64_t bits;
+    char32_t lower() const { return static_cast<char32_t>(bits & 0x1FFFFF); }
+    Category category() const { return static_cast<Category>((bits >> 21) & 31); }
+    int ccc() const { return static_cast<int>((bits >> 26) & 255); }
+    bool decomposes(bool compat) const { return (bits >> (compat ? 35 : 34)) & 1; }
+};
+
+CharInfo look_up(char32_t c) {
+    const Utf8proc& lib = utf8proc();
+    const auto cp = static_cast<utf8proc_int32_t>(c);
+    const utf8proc_property_t* p = lib.property(cp);
+    const bool hangul = c >= 0xAC00 && c <= 0xD7A3;  // decomposed by rule
+    const bool any = hangul || p->decomp_seqindex != UINT16_MAX;
+    const bool canonical = hangul || (any && p->decomp_type == 0);
+    return {static_cast<std::uint64_t>(lib.tolower(cp)) | std::uint64_t(lib.category(cp)) << 21 |
+            std::uint64_t(p->combining_class) << 26 | std::uint64_t(canonical) << 34 | std::uint64_t(any) << 35 | 1ull << 63};
+}
+
+CharInfo info(char32_t c) {
+    constexpr std::size_t kKnown = 0x30000;
+    // calloc: zero pages the kernel maps only where a character is looked up
+    static std::uint64_t* const known = static_cast<std::uint64_t*>(std::calloc(kKnown, sizeof(std::uint64_t)));
+    if (c >= kKnown || !known) return look_up(c);
+    std::atomic_ref<std::uint64_t> entry(known[c]);
+    std::uint64_t v = entry.load(std::memory_order_relaxed);
+    if (v == 0) entry.store(v = look_up(c).bits, std::memory_order_relaxed);
+    return {v};
+}
+
+}  // namespace
+
+Category category(char32_t c) { return info(c).category(); }
+
+bool decomposes(char32_t c, bool compat) { return c >= 0xA0 && info(c).decomposes(compat); }
 
 bool is_whitespace_above_ascii(char32_t c) noexcept {
     switch (c) {
@@ -157,7 +200,7 @@ void append_lowercase(std::u32string& out, char32_t c) {
         out += U'i';
         out += char32_t(0x307);
     } else {
-        out += static_cast<char32_t>(utf8proc().tolower(static_cast<utf8proc_int32_t>(c)));
+        out += info(c).lower();
     }
 }
 
@@ -186,10 +229,7 @@ void decompose_char(char32_t c, bool compat, std::u32string& out) {
     for (utf8proc_ssize_t i = 0; i < n; ++i) out += static_cast<char32_t>(buf[i]);
 }
 
-int combining_class(char32_t c) {
-    if (c < 0x300) return 0;
-    return utf8proc().property(static_cast<utf8proc_int32_t>(c))->combining_class;
-}
+int combining_class(char32_t c) { return c < 0x300 ? 0 : info(c).ccc(); }
 
 char32_t compose_pair(char32_t a, char32_t b) {
     utf8proc_int32_t buf[2] = {static_cast<utf8proc_int32_t>(a), static_cast<utf8proc_int32_t>(b)};

@@ -76,6 +76,8 @@ enum class NormalForm { nfc, nfd, nfkc, nfkd };
 std::string normalize(std::string_view s, NormalForm f);
 // C's full canonical (or, with COMPAT, compatibility) decomposition, appended to OUT, not reordered.
 void decompose_char(char32_t c, bool compat, std::u32string& out);
+// Whether C has a canonical (or, with COMPAT, any) decomposition: false means C is its own NFD (NFKD).
+bool decomposes(char32_t c, bool compat);
 // C's canonical combining class (0 for a starter).
 int combining_class(char32_t c);
 // The primary composite of A followed by B, 0 when they do not compose.

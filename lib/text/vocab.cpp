@@ -28,7 +28,7 @@ std::uint64_t hash_bytes(std::string_view s) noexcept {
 }
 
 void Vocab::assign(std::vector<std::string_view> by_id) {
-    by_id_ = std::move(by_id);
+    by_id_.assign(by_id.begin(), by_id.end());
     std::size_t cap = 16;
     while (cap < by_id_.size() * 2) cap *= 2;
     table_.assign(cap, Slot{0, 0});
@@ -59,7 +59,7 @@ std::optional<std::uint32_t> Vocab::find(std::string_view s) const {
 
 void Vocab::index_all(const std::string& file) {
     const std::size_t limit = by_id_.size() + added.size();
-    all_ = by_id_;
+    all_.assign(by_id_.begin(), by_id_.end());
     for (const AddedToken& t : added) {
         if (t.id >= limit)
             throw InputError(file + ": added_tokens: id " + std::to_string(t.id) + " of \"" + t.content + "\" is past the " +

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "buffers.hpp"
+
 namespace attntrace::text {
 
 struct AddedToken {
@@ -41,9 +43,9 @@ private:
         std::uint32_t id1;  // id + 1; 0: an empty slot
         std::uint32_t tag;  // the high half of the string's hash, compared before the string
     };
-    std::vector<std::string_view> by_id_;
-    std::vector<Slot> table_;  // open addressing, at most half full
-    std::vector<std::string_view> all_;  // by id, model and added
+    Buffer<std::string_view> by_id_;
+    Buffer<Slot> table_;  // open addressing, at most half full
+    Buffer<std::string_view> all_;  // by id, model and added
     std::size_t mask_ = 0;
 };
 

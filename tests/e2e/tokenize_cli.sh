@@ -29,6 +29,18 @@ run 0 "$A" tokenize "$W/mistral-metaspace" --text-file "$W/t.txt" --format json
 grep -q '"ids": \[1, 22557, 1526\]' "$W/out" || fail "--text-file: $(cat "$W/out")"
 echo "ok - and --text-file read the text; Mistral adds its BOS"
 
+printf '"Hello world"\n\n{"text": "a\\u0000b"}\n' > "$W/t.jsonl"
+run 0 "$A" tokenize "$G" --jsonl "$W/t.jsonl"
+[ "$(cat "$W/out")" = $'{"ids": [15496, 995], "tokens": ["Hello", "\u0120world"], "offsets": [[0, 5], [5, 11]]}\n{"ids": [64, 188, 65], "tokens": ["a", "\u0100", "b"], "offsets": [[0, 1], [1, 2], [2, 3]]}' ] ||
+    fail "--jsonl: $(cat "$W/out")"
+printf '"ok"\n{"txt": 1}\n' > "$W/bad.jsonl"
+run 3 "$A" tokenize "$G" --jsonl "$W/bad.jsonl"; error_line "bad.jsonl:2" "expected a JSON string"
+[ ! -s "$W/out" ] || fail "--jsonl printed lines before its error"
+printf '"ok"\n"open\n' | "$A" tokenize "$G" --jsonl - > "$W/out" 2> "$W/err" && fail "--jsonl - took a broken line"
+error_line "stdin:2" "not JSON"
+usage_error "$A" tokenize "$G" --jsonl "$W/t.jsonl" --format text
+echo "ok --jsonl: one JSON document a line (blank lines skipped), an error names the line and prints nothing"
+
 run 0 "$A" tokenize "$G" --decode 15496,995,11,220,50256
 [ "$(cat "$W/out")" = "Hello world, <|endoftext|>" ] || fail "decode: $(cat "$W/out")"
 run 0 "$A" tokenize "$W/mistral-metaspace" --decode 1,22557,1526,28705,30084

@@ -1,5 +1,6 @@
 """attntrace tokenize on the hostile texts (tests/fixtures/tokenizers/hostile) against the ids Hugging
-Face's implementations gave (make_expected.mjs): ids compared exactly, with special tokens added.
+Face's implementations gave (make_expected.mjs): ids compared exactly, with special tokens added,
+all of a tokenizer's texts in one `--jsonl` process (tokenize_cli.sh runs --text-file and stdin).
 Usage: tokenize_hostile.py ATTNTRACE FIXTURES UNPACKED_DIR [FRESH_EXPECTED_DIR]. With a fresh
 expected.json (the node reference re-run here), it must equal the committed one."""
 import json
@@ -8,7 +9,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from tokenize_vectors import unpack  # noqa: E402
+from tokenize_vectors import tokenize_all, unpack  # noqa: E402
 
 
 def main():
@@ -26,12 +27,7 @@ def main():
     for name, rows in sorted(expected.items()):
         folder = unpack(fixtures, name, work)
         same_rust = same_js = 0
-        for text, row in zip(texts, rows):
-            with open(os.path.join(work, "text"), "wb") as f:  # argv cannot hold NUL
-                f.write(text.encode("utf-8", "surrogatepass"))
-            run = subprocess.run([attntrace, "tokenize", folder, "--text-file", os.path.join(work, "text"), "--format", "json"],
-                                 capture_output=True)
-            got = json.loads(run.stdout)["ids"] if run.returncode == 0 else run.stderr.decode(errors="replace")
+        for text, row, got in zip(texts, rows, tokenize_all(attntrace, folder, texts, work)):
             want = row.get("rust", row["ids"])
             same_rust += got == want
             same_js += got == row["ids"]

@@ -1,5 +1,6 @@
 """llama.cpp's published tokenizer vectors (tests/fixtures/tokenizers/vectors) through
-`attntrace tokenize --no-special-tokens --format json`, ids compared exactly. Usage:
+`attntrace tokenize --jsonl --no-special-tokens` (all of a vocabulary's texts in one process), ids
+compared exactly. Usage:
 tokenize_vectors.py ATTNTRACE FIXTURES WORKDIR. Prints one line per vocabulary, fails on any miss."""
 import json
 import lzma
@@ -35,6 +36,20 @@ def vectors(fixtures, vocab):
     return texts, ids
 
 
+def tokenize_all(attntrace, folder, texts, work, flags=()):
+    """The ids of every text, from one `attntrace tokenize FOLDER --jsonl` process (a list of
+    lists), or the process's error message for each when it fails."""
+    lines = os.path.join(work, "texts.jsonl")
+    with open(lines, "w", encoding="utf-8") as f:
+        for text in texts:
+            f.write(json.dumps(text) + "\n")  # ASCII with \u escapes: NUL and lone surrogates survive
+    run = subprocess.run([attntrace, "tokenize", folder, "--jsonl", lines, *flags], capture_output=True)
+    if run.returncode != 0:
+        return [run.stderr.decode(errors="replace")] * len(texts)
+    lines = run.stdout.decode().split("\n")[:-1]  # not splitlines(): a token may hold U+2028 or U+0085
+    return [json.loads(line)["ids"] for line in lines]
+
+
 def main():
     attntrace, fixtures, work = sys.argv[1:4]
     failed = 0
@@ -42,10 +57,7 @@ def main():
         folder = unpack(fixtures, name, work)
         texts, expected = vectors(fixtures, vocab)
         passed = 0
-        for i, (text, want) in enumerate(zip(texts, expected)):
-            run = subprocess.run([attntrace, "tokenize", folder, "--text", text, "--no-special-tokens", "--format", "json"],
-                                 capture_output=True)
-            got = json.loads(run.stdout)["ids"] if run.returncode == 0 else run.stderr.decode(errors="replace")
+        for i, (text, want, got) in enumerate(zip(texts, expected, tokenize_all(attntrace, folder, texts, work, ["--no-special-tokens"]))):
             if got == want:
                 passed += 1
             else:

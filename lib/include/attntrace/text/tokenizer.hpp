@@ -5,20 +5,27 @@
 // figures). Unicode comes from utf8proc and PCRE2, loaded on first use.
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "attntrace/tensor/buffer.hpp"
+
 namespace attntrace {
 
-// The tokens of one text. L = number of tokens.
+// The tokens of one text. L = number of tokens (a quarter of a million for 1 MB of English: the
+// arrays take the project's allocator, tensor/buffer.hpp, populated at once instead of page by page).
 struct Encoding {
-    std::vector<std::uint32_t> ids;        // (L)
-    std::vector<std::string_view> tokens;  // (L) each id's vocabulary string (in the Tokenizer, valid while it lives)
-    std::vector<std::pair<std::size_t, std::size_t>> offsets;  // (L) byte span of the input, [b0, b1)
+    template <class T>
+    using List = std::vector<T, BufferAllocator<T>>;
+    List<std::uint32_t> ids;        // (L)
+    List<std::string_view> tokens;  // (L) each id's vocabulary string (in the Tokenizer, valid while it lives)
+    List<std::pair<std::size_t, std::size_t>> offsets;  // (L) byte span of the input, [b0, b1)
 };
 
 class Tokenizer {
@@ -39,7 +46,7 @@ public:
 
     // What transformers' tokenizer.decode(IDS) returns. Throws InputError "decode: id N is not in
     // FILE (ids 0 to M)" for an id out of range.
-    std::string decode(const std::vector<std::uint32_t>& ids) const;
+    std::string decode(std::span<const std::uint32_t> ids) const;
 
     std::size_t vocab_size() const;        // model vocabulary and added tokens: ids [0, vocab_size)
     // The vocabulary string of ID ("Ġcat", "[MASK]"); nullopt for an id without one.
@@ -62,6 +69,11 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+// The texts of a JSON Lines file (its BYTES, named FILE): one JSON string a line, or an object
+// whose "text" member is one; blank lines are skipped. Throws InputError "FILE:LINE: ..." naming
+// the first line that is neither.
+std::vector<std::string> json_lines_texts(std::string_view bytes, const std::string& file);
+
 // The pieces GPT-2's regex (the ByteLevel pre-tokenizer's) cuts TEXT (valid UTF-8) into, as byte
 // ranges: by an ASCII fast path where ASCII bytes alone decide a piece, by PCRE2 elsewhere; with
 // FAST false by PCRE2 alone, the reference the fast path is tested against.
@@ -72,6 +84,9 @@ std::vector<std::pair<std::size_t, std::size_t>> gpt2_regex_splits(std::string_v
 std::string encoding_text(const Encoding& e, std::string_view input);
 // {"ids": [...], "tokens": [...], "offsets": [[b0, b1], ...]} and a newline.
 std::string encoding_json(const Encoding& e);
+// The same two forms written to OUT as they are made, a few hundred KiB at a time.
+void write_encoding_text(const Encoding& e, std::string_view input, std::ostream& out);
+void write_encoding_json(const Encoding& e, std::ostream& out);
 // Escapes \t \n \r \\ and other control bytes (\xNN); everything else as it is.
 std::string c_escape(std::string_view s);
 
