@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <mutex>
+#include <span>
 
 #include "attntrace/io/atomic_write.hpp"
 #include "attntrace/io/file_bytes.hpp"
@@ -49,7 +50,7 @@ Sequence sequence_from_ids(std::vector<std::uint32_t> ids, const Tokenizer* toke
         TraceToken t{id, "", ""};
         if (tokenizer && id < tokenizer->vocab_size()) {
             t.token = tokenizer->id_to_token(id).value_or("");
-            t.text = tokenizer->decode({id});
+            t.text = tokenizer->decode(std::span<const std::uint32_t>(&id, 1));
         }
         s.tokens.push_back(std::move(t));
     }
@@ -59,7 +60,7 @@ Sequence sequence_from_ids(std::vector<std::uint32_t> ids, const Tokenizer* toke
 Sequence sequence_from_text(const Tokenizer& tokenizer, std::string_view text, bool special_tokens, std::string source) {
     if (text.empty()) throw InputError(source + ": empty text");
     const Encoding e = tokenizer.encode(text, special_tokens, source);
-    Sequence s = sequence_from_ids(e.ids, &tokenizer, std::move(source));
+    Sequence s = sequence_from_ids({e.ids.begin(), e.ids.end()}, &tokenizer, std::move(source));
     s.text = std::string(text);
     for (std::size_t i = 0; i < s.tokens.size(); ++i) s.tokens[i].token = e.tokens[i];
     return s;
@@ -179,7 +180,7 @@ std::vector<Prediction> predictions(const ModelSession& s, const Array<T>& logit
         Prediction p{positions[i], top_candidates(row, v, s.top)};
         if (s.tokenizer)
             for (Candidate& c : p.top)
-                if (c.id < s.tokenizer->vocab_size()) c.text = s.tokenizer->decode({c.id});
+                if (c.id < s.tokenizer->vocab_size()) c.text = s.tokenizer->decode(std::span<const std::uint32_t>(&c.id, 1));
         out.push_back(std::move(p));
     }
     return out;
@@ -192,8 +193,8 @@ std::vector<std::uint32_t> induction_prefix(const ModelSession& s) {
     if (s.flags.no_special) return {};
     std::vector<std::uint32_t> prefix;
     if (s.tokenizer) {
-        const std::vector<std::uint32_t> with = s.tokenizer->encode("a", true, "induction").ids;
-        const std::vector<std::uint32_t> without = s.tokenizer->encode("a", false, "induction").ids;
+        const auto with = s.tokenizer->encode("a", true, "induction").ids;
+        const auto without = s.tokenizer->encode("a", false, "induction").ids;
         const auto at = std::search(with.begin(), with.end(), without.begin(), without.end());
         prefix.assign(with.begin(), at == with.end() ? with.begin() : at);
     }

@@ -132,7 +132,7 @@ std::string display_token(std::string_view piece, const TokenStyle& style) {
 
 TokenStyle token_style(const Tokenizer& tokenizer) { return tokenizer.impl().style; }
 
-std::vector<std::string> display_tokens(const Tokenizer& tokenizer, const std::vector<std::uint32_t>& ids) {
+std::vector<std::string> display_tokens(const Tokenizer& tokenizer, std::span<const std::uint32_t> ids) {
     const Tokenizer::Impl& impl = tokenizer.impl();
     std::vector<std::string> out;
     out.reserve(ids.size());

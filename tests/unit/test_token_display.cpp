@@ -96,5 +96,6 @@ TEST_CASE("a checkpoint's tokens as a reader sees them") {
     std::string joined;
     for (const auto& s : shown) joined += s;
     CHECK(joined == "the\u2423cat\\n<|endoftext|>");  // the pieces spell the text back
-    CHECK(attntrace::display_tokens(gpt2, {999999}) == std::vector<std::string>{"#999999"});
+    const std::vector<std::uint32_t> unknown{999999};
+    CHECK(attntrace::display_tokens(gpt2, unknown) == std::vector<std::string>{"#999999"});
 }

@@ -12,6 +12,7 @@
 // vocabulary uses as a letter, unlike "·" or "_"), and control characters escaped C-style ("\n",
 // "\t", "\r", "\x1B"; C1 controls "\u0085").
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,6 @@ std::string visible_text(std::string_view text);
 
 // The tokens of IDS as a reader sees them: the model's pieces by display_token, added tokens as
 // they are (escaped), an id with no string as "#ID".
-std::vector<std::string> display_tokens(const Tokenizer& tokenizer, const std::vector<std::uint32_t>& ids);
+std::vector<std::string> display_tokens(const Tokenizer& tokenizer, std::span<const std::uint32_t> ids);
 
 }  // namespace attntrace
