@@ -14,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "attntrace/attention/attention.hpp"
 #include "attntrace/io/atomic_output.hpp"
 #include "attntrace/io/atomic_write.hpp"
 #include "attntrace/tensor/errors.hpp"
@@ -48,8 +49,27 @@ extern "C" void on_signal(int sig) {
 // "attntrace 0.1.0", then the OpenBLAS it computes with and the kernels it runs (for bug reports).
 std::string version_text() {
     const auto replaced = attntrace::blas_core_replaced();
+    const auto kernel = attntrace::attention_kernel();
     return "attntrace " ATTNTRACE_VERSION "\n" + attntrace::blas_config() +
-           (replaced ? " (runs " + attntrace::blas_core_name() + " kernels: OpenBLAS chose generic " + *replaced + ")" : "");
+           (replaced ? " (runs " + attntrace::blas_core_name() + " kernels: OpenBLAS chose generic " + *replaced + ")" : "") +
+           "\nattention kernels: " +
+           (kernel == attntrace::AttentionKernel::blas ? std::string("OpenBLAS products")
+                                                       : "fused " + attntrace::attention_kernel_name(kernel));
+}
+
+// ATTNTRACE_ATTENTION_KERNEL=best|blas|avx512 chooses the attention kernels (attention.hpp),
+// for comparing them; an empty or unset variable is `best`. Returns the error message, or "".
+std::string choose_attention_kernel() {
+    const char* word = std::getenv("ATTNTRACE_ATTENTION_KERNEL");
+    if (!word || !*word) return "";
+    const auto kernel = attntrace::attention_kernel_named(word);
+    if (!kernel) return std::string("ATTNTRACE_ATTENTION_KERNEL: '") + word + "' is not one of best, blas, avx512";
+    try {
+        attntrace::set_attention_kernel(*kernel);
+    } catch (const attntrace::UsageError& e) {
+        return std::string("ATTNTRACE_ATTENTION_KERNEL: ") + e.what();
+    }
+    return "";
 }
 
 }  // namespace
@@ -59,6 +79,7 @@ int main(int argc, char** argv) {
     std::signal(SIGTERM, on_signal);
     std::signal(SIGHUP, on_signal);
     std::signal(SIGXFSZ, SIG_IGN);  // past ulimit -f, write(2) fails with EFBIG and is reported (exit 4)
+    if (const std::string bad = choose_attention_kernel(); !bad.empty()) return fail(attntrace::exit_usage, bad);
     attntrace::remember_inputs(true);  // no output may replace a file this run read
     // A replaced output's old data is freed by a helper after this process, not before it exits
     // (atomic_write.hpp): the run does not wait for the file system to release it.

@@ -11,8 +11,10 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "attention_stages.hpp"
+#include "fused_attention.hpp"
 #include "attntrace/tensor/gemm.hpp"
 #include "attntrace/tensor/threads.hpp"
 #include "softmax_kernels.hpp"
@@ -204,7 +206,8 @@ void online_softmax(const HeadBatch<T>& hb, const Block& blk, std::size_t r, std
 // The end of the online softmax: O /= l, statistics from l and the running sums; an empty row
 // (l = 0) gets a zero context. Returns the number of empty rows.
 template <class T>
-std::size_t finish_rows(const HeadBatch<T>& hb, const Block& blk, TileScratch<T>& t, RowStats* stats) {
+std::size_t finish_rows(const HeadBatch<T>& hb, const Block& blk, TileScratch<T>& t, RowStats* stats,
+                        const NonFiniteValues& bad, std::size_t stop) {
     std::size_t empty = 0;
     for (std::size_t r = 0; r < blk.rows; ++r) {
         const T l = t.row_sum[r];
@@ -213,6 +216,7 @@ std::size_t finish_rows(const HeadBatch<T>& hb, const Block& blk, TileScratch<T>
             ++empty;
         } else {
             kernels::scale_row(hb.o + hb.o_off[blk.n] + (blk.i0 + r) * hb.ldo, hb.pv, T(1) / l);
+            poison_skipped(hb.o + hb.o_off[blk.n] + (blk.i0 + r) * hb.ldo, bad, 0, stop);
         }
         if (stats) {  // w_j = e_j / l: entropy = ln l - sum e_j (s_j - m) / l; the top weight is 1 / l
             const std::size_t row = blk.n * hb.lq + blk.i0 + r;
@@ -229,7 +233,7 @@ std::size_t finish_rows(const HeadBatch<T>& hb, const Block& blk, TileScratch<T>
 // O += P·V_block.
 template <class T>
 std::size_t attend_block_tiled(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, const Block& blk,
-                               TileScratch<T>& t, RowStats* stats) {
+                               TileScratch<T>& t, RowStats* stats, const NonFiniteValues& bad) {
     t.reset(blk.rows);
     for (std::size_t r = 0; r < blk.rows; ++r) fill_context_row(hb, blk, r, T(0));
     // Causal and valid lengths: no key at or past `stop` is visible to any row of the block.
@@ -243,10 +247,27 @@ std::size_t attend_block_tiled(const HeadBatch<T>& hb, const MaskPlan<T>& masks,
         for (std::size_t r = 0; r < blk.rows; ++r) online_softmax(hb, blk, r, j0, s + r * cols, cols, t, stats != nullptr);
         context(hb, blk, j0, cols, s, T(1));
     }
-    return finish_rows(hb, blk, t, stats);
+    return finish_rows(hb, blk, t, stats, bad, stop);
 }
 
 }  // namespace
+
+template <class T>
+NonFiniteValues nonfinite_values(const T* v, std::size_t ldv, std::size_t lk, std::size_t pv) {
+    NonFiniteValues bad{std::vector<std::uint32_t>(pv, std::numeric_limits<std::uint32_t>::max()),
+                        std::vector<std::uint32_t>(pv, 0), false};
+    for (std::size_t j = 0; j < lk; ++j) {
+        const T* row = v + j * ldv;
+        bool finite = true;
+#pragma omp simd reduction(&& : finite)
+        for (std::size_t c = 0; c < pv; ++c) finite = finite && std::isfinite(row[c]);
+        if (finite) continue;
+        bad.any = true;
+        for (std::size_t c = 0; c < pv; ++c)
+            if (!std::isfinite(row[c])) bad.first[c] = std::min<std::uint32_t>(bad.first[c], std::uint32_t(j)), bad.last[c] = std::uint32_t(j);
+    }
+    return bad;
+}
 
 template <class T>
 Kept<T> plan_kept(const Reporter<T>& rep, const AttentionOptions& options, const Shape& plane_shape) {
@@ -276,11 +297,17 @@ Kept<T> plan_kept(const Reporter<T>& rep, const AttentionOptions& options, const
 template <class T>
 std::size_t attend(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, Kept<T>& kept, std::size_t threads,
                    const std::function<void(std::size_t, std::size_t)>& progress) {
+    if constexpr (std::is_same_v<T, float>)  // scores, softmax and context in one pass of vector code
+        if (fused_applies(kept, masks)) return attend_fused(hb, masks, scale, kept, threads, progress);
     const std::size_t blocks = (hb.lq + kQueryBlock - 1) / kQueryBlock;
     const std::size_t tasks = hb.count() * blocks;
     if (tasks == 0) return 0;
     threads = std::max<std::size_t>(1, std::min(threads, tasks));
     std::vector<TileScratch<T>> tiles(kept.tiled() ? threads : 0);
+    // Keys a block skips (causal, windows, valid lengths) with a non-finite value: NaN, as PyTorch.
+    std::vector<NonFiniteValues> bad(hb.count());
+    if (kept.tiled() && skips_keys(masks))
+        for (std::size_t n = 0; n < hb.count(); ++n) bad[n] = nonfinite_values(hb.v + hb.v_off[n], hb.ldv, hb.lk, hb.pv);
     std::vector<std::vector<T>> streamed_rows(threads);  // per worker, reused; empty unless streamed
     std::vector<std::size_t> empty(threads, 0);
     RowStats* stats = kept.stats ? &*kept.stats : nullptr;
@@ -289,7 +316,7 @@ std::size_t attend(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, Ke
     parallel_for(tasks, threads, [&](std::size_t task, std::size_t worker) {
         const std::size_t i0 = (task % blocks) * kQueryBlock;
         const Block blk{task / blocks, i0, std::min(kQueryBlock, hb.lq - i0)};
-        empty[worker] += kept.tiled() ? attend_block_tiled(hb, masks, scale, blk, tiles[worker], stats)
+        empty[worker] += kept.tiled() ? attend_block_tiled(hb, masks, scale, blk, tiles[worker], stats, bad[blk.n])
                                       : attend_block(hb, masks, scale, kept, blk, streamed_rows[worker]);
         if (progress) progress(++done, tasks);
     });
@@ -327,6 +354,7 @@ void project_rows(const T* x, std::size_t rows, const Array<T>& w, const std::op
 }
 
 #define ATTNTRACE_STAGES(T)                                                                                    \
+    template NonFiniteValues nonfinite_values(const T*, std::size_t, std::size_t, std::size_t);                \
     template Kept<T> plan_kept(const Reporter<T>&, const AttentionOptions&, const Shape&);                     \
     template std::size_t attend(const HeadBatch<T>&, const MaskPlan<T>&, T, Kept<T>&, std::size_t,             \
                                 const std::function<void(std::size_t, std::size_t)>&);                        \

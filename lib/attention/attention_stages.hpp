@@ -4,6 +4,8 @@
 // dim, N the number of independent heads (B*H for mha, the product of Q's leading dims for sdpa).
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <functional>
 #include <optional>
 #include <vector>
@@ -69,6 +71,32 @@ void project_rows(const T* x, std::size_t rows, const Array<T>& w, const std::op
                   std::size_t ldy, std::size_t threads,
                   const std::function<void(std::size_t, std::size_t)>& rows_done = {});
 
+
+// For each value column c of one head's V (Lk, Pv), the first and the last key j whose V[j, c] is
+// not finite (first > last: none). The tiled paths skip keys no row of a block can see; weights @ V
+// over every key, as PyTorch computes it, gives 0 · Inf = NaN there, and poison_skipped says so.
+struct NonFiniteValues {
+    std::vector<std::uint32_t> first, last;  // (Pv)
+    bool any = false;
+};
+template <class T>
+NonFiniteValues nonfinite_values(const T* v, std::size_t ldv, std::size_t lk, std::size_t pv);
+
+// Whether MASKS can leave keys out of a block's products: causal, windows, valid lengths.
+template <class T>
+bool skips_keys(const MaskPlan<T>& masks) {
+    return masks.causal || masks.visibility.any() || masks.valid_lens;
+}
+
+// The context row O (Pv) of a row that is not empty, whose product covered keys [BEGIN, END): NaN
+// in each column where a key outside them holds a non-finite value.
+template <class T>
+void poison_skipped(T* o, const NonFiniteValues& bad, std::size_t begin, std::size_t end) {
+    if (!bad.any) return;
+    for (std::size_t c = 0; c < bad.first.size(); ++c)
+        if (bad.first[c] <= bad.last[c] && (bad.first[c] < begin || bad.last[c] >= end))
+            o[c] = std::numeric_limits<T>::quiet_NaN();
+}
 
 // 1/sqrt(P), or 1 for P = 0.
 template <class T>

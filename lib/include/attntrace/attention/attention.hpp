@@ -103,4 +103,21 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
                        const AttentionOptions& options, Observer<T>* observer = nullptr,
                        const PositionStages<T>* positions = nullptr);
 
+// The kernels of the tiled path (nothing (Lq, Lk) kept): `avx512` runs scores, mask, online
+// softmax and context in one pass of AVX-512 code (fused_attention.hpp, fused_kernels.hpp); `blas`
+// does OpenBLAS products per block with the softmax in between. `best` is avx512 on a CPU with
+// AVX-512F, else blas. The others are for tests and benchmarks (the app reads
+// ATTNTRACE_ATTENTION_KERNEL). The fused kernels serve float runs whose masks are key ranges
+// (causal, windows, valid lengths), key padding and ALiBi, and that draw no pictures; anything else
+// (an attention mask, pooled pictures, double) takes the BLAS path.
+enum class AttentionKernel : std::uint8_t { best, blas, avx512 };
+
+// Sets the kernels later runs use; UsageError "attention kernel: ..." when this CPU cannot run it.
+void set_attention_kernel(AttentionKernel kernel);
+// The kernels runs use now (`best` resolved): blas or avx512.
+AttentionKernel attention_kernel();
+// "best", "blas", "avx512"; and back (nullopt for another word).
+std::string attention_kernel_name(AttentionKernel kernel);
+std::optional<AttentionKernel> attention_kernel_named(const std::string& name);
+
 }  // namespace attntrace
