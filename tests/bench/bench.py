@@ -368,9 +368,9 @@ class Bench:
                 row["torch_note"][k] = self.torch_missing(k)
         if not timed:
             return
-        for name, env in self.torch_envs.items():
+        for name, intra, env in model_bench.torch_layouts(row["threads"], self.torch_envs):
             try:
-                res = torch_forward(self.args.python, paths, row["threads"], row["weights"], self.args.reps, timed, env)
+                res = torch_forward(self.args.python, paths, intra, row["weights"], self.args.reps, timed, env)
             except subprocess.CalledProcessError as err:  # e.g. out of memory: note it, go on with the rest
                 print(f"PyTorch [{name}] failed on {row['case']} at {plural(row['threads'])}: exit {err.returncode}",
                       flush=True)

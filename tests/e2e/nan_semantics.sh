@@ -5,6 +5,8 @@
 # - a row whose keys are all masked is empty: zero weights and a zero output, even when V holds NaN
 #   or Inf in other rows (no 0 * NaN through the context product; issue 16, item 10). PyTorch gives
 #   NaN there; zeros are attntrace's documented contract.
+# - Inf or NaN in V at a key a causal row cannot see still makes that column NaN (0 * Inf), on
+#   both kernels of the tiled path.
 # Every other value must equal PyTorch's (f32: rtol 1e-4, atol 1e-5), NaN where PyTorch has NaN.
 source "$(dirname "$0")/cli_common.bash"
 "$PYTHON" -c 'import numpy, torch' 2>/dev/null || { echo "SKIP: $PYTHON has no numpy/torch"; exit 77; }
@@ -124,7 +126,23 @@ run_case("mha NaN query row, padded batch, NaN in V",
          ["mha", "-q", save("qm.npy", qm), "-k", f"{work}/k.npy", "-v", save("vm.npy", vm), "--heads", "2",
           "--params", f"{work}/p.safetensors", "--key-padding-mask", save("kpm.npy", kpm)], o, w, 2 * 5)
 
+# 5. --causal with Inf and NaN in V at keys that early rows cannot see: PyTorch's weights @ V gives
+#    0 * Inf = NaN in those columns for every row, also where a tiled kernel skips the key (past
+#    the block's last row, or past the row in the fused kernel's 16-key tiles). Both kernels of
+#    the tiled path (docs/performance.md): the best this CPU runs, and BLAS.
+import os
+L = 600
+qc, kc = (rng.standard_normal((1, 2, L, 8)).astype(np.float32) for _ in range(2))
+vc = rng.standard_normal((1, 2, L, 4)).astype(np.float32)
+vc[0, 0, 590, 1] = np.inf; vc[0, 1, 20, 2] = np.nan; vc[0, 1, 300, 3] = -np.inf
+o, w = torch_sdpa(qc, kc, vc, scale, np.tril(np.ones((L, L), dtype=bool)))
+for kernel in ("best", "blas"):
+    os.environ["ATTNTRACE_ATTENTION_KERNEL"] = kernel
+    run_case(f"sdpa --causal, Inf and NaN in V past early rows (kernel {kernel})",
+             ["sdpa", "-q", save("qc.npy", qc), "-k", save("kc.npy", kc), "-v", save("vc.npy", vc), "--causal"], o, w, 0)
+del os.environ["ATTNTRACE_ATTENTION_KERNEL"]
+
 for f in failures: print("FAIL:", f, file=sys.stderr)
-print(f"{'FAIL' if failures else 'ok'}: NaN semantics, 4 cases x 2 paths against PyTorch ({len(failures)} failures)")
+print(f"{'FAIL' if failures else 'ok'}: NaN semantics, 5 cases x 2 paths against PyTorch ({len(failures)} failures)")
 sys.exit(1 if failures else 0)
 PY
