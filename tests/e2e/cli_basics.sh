@@ -8,6 +8,17 @@ run 0 "$A" --version
 [ "$(head -1 "$W/out")" = "attntrace $version" ] || fail "--version printed '$(head -1 "$W/out")'"
 # the second line: the OpenBLAS it loaded, as OpenBLAS describes itself
 sed -n 2p "$W/out" | grep -q '^OpenBLAS [0-9.]* .*DYNAMIC_ARCH' || fail "--version does not name OpenBLAS: '$(cat "$W/out")'"
+# the third: the attention kernels (docs/performance.md), which ATTNTRACE_ATTENTION_KERNEL chooses
+if grep -qw avx512f /proc/cpuinfo; then best="fused avx512"; else best="OpenBLAS products"; fi
+[ "$(sed -n 3p "$W/out")" = "attention kernels: $best" ] || fail "--version's kernels: '$(sed -n 3p "$W/out")', expected '$best'"
+ATTNTRACE_ATTENTION_KERNEL=blas run 0 "$A" --version
+[ "$(sed -n 3p "$W/out")" = "attention kernels: OpenBLAS products" ] || fail "ATTNTRACE_ATTENTION_KERNEL=blas: '$(sed -n 3p "$W/out")'"
+ATTNTRACE_ATTENTION_KERNEL=fast run 2 "$A" --version
+error_line "ATTNTRACE_ATTENTION_KERNEL" "'fast' is not one of best, blas, avx512"
+if [ "$best" = "OpenBLAS products" ]; then
+    ATTNTRACE_ATTENTION_KERNEL=avx512 run 2 "$A" --version
+    error_line "this CPU cannot run the avx512 kernels"
+fi
 
 run 0 "$A" --help
 [ ! -s "$W/err" ] || fail "--help wrote to stderr"
