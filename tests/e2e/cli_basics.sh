@@ -4,7 +4,7 @@
 source "$(dirname "$0")/cli_common.bash"
 
 version=$(sed -n 's/^project(attntrace VERSION \([0-9.]*\).*/\1/p' "$SRC/CMakeLists.txt")
-run 0 "$A" --version
+run 0 env -u ATTNTRACE_ATTENTION_KERNEL "$A" --version
 [ "$(head -1 "$W/out")" = "attntrace $version" ] || fail "--version printed '$(head -1 "$W/out")'"
 # the second line: the OpenBLAS it loaded, as OpenBLAS describes itself
 sed -n 2p "$W/out" | grep -q '^OpenBLAS [0-9.]* .*DYNAMIC_ARCH' || fail "--version does not name OpenBLAS: '$(cat "$W/out")'"
