@@ -143,16 +143,29 @@ void Rewrite::keep_until(std::size_t to) {
     done_ = to;
 }
 
-void Rewrite::edit(std::size_t from, std::size_t to, const Change* changes, std::size_t count, std::size_t skip) {
-    if (!edited_) {
-        // the buffers a previous rewrite left (their pages are mapped already), with the text's
-        // room to double (BERT pads every CJK character with two spaces: a std::string only touches
-        // what it writes)
-        text_.swap(spare_text()), runs_.swap(spare_runs());
-        text_.clear(), runs_.clear();
-        text_.reserve(2 * s_.text.size() + count + 64);
-        edited_ = true;
+void Rewrite::start(std::size_t room) {
+    // the buffers a previous rewrite left (their pages are mapped already), with the text's room
+    // to double (BERT pads every CJK character with two spaces: a std::string only touches what
+    // it writes)
+    text_.swap(spare_text()), runs_.swap(spare_runs());
+    text_.clear(), runs_.clear();
+    text_.reserve(2 * s_.text.size() + room + 64);
+    edited_ = true;
+}
+
+void Rewrite::replace_char(std::size_t from, std::size_t to, std::string_view bytes) {
+    if (!edited_) start(bytes.size());
+    keep_until(from);
+    if (!bytes.empty()) {
+        const Span a = s_.span_at(from);
+        push_run(runs_, {static_cast<std::uint32_t>(text_.size()), a.begin, a.end});
+        text_.append(bytes);
     }
+    done_ = to;
+}
+
+void Rewrite::edit(std::size_t from, std::size_t to, const Change* changes, std::size_t count, std::size_t skip) {
+    if (!edited_) start(count);
     keep_until(from);
     // The old characters of [FROM, TO), consumed as the changes replace or remove them.
     std::size_t old_at = from;

@@ -72,6 +72,9 @@ class Rewrite {
 public:
     explicit Rewrite(NormStr& s) : s_(s) {}
     void edit(std::size_t from, std::size_t to, const Change* changes, std::size_t count, std::size_t skip = 0);
+    // Old bytes [FROM, TO), one character, replaced by BYTES (none: removed), each of them from
+    // that character's original range: what the library's map, filter and padding make of it.
+    void replace_char(std::size_t from, std::size_t to, std::string_view bytes);
     void finish();
     // Gives back the buffers kept for the next rewrite (after a normalizer, so that the pieces and
     // tokens take their populated pages instead of fresh ones).
@@ -81,6 +84,7 @@ private:
     static std::string& spare_text();  // the largest buffers a finished rewrite gave back
     static Buffer<AlignRun>& spare_runs();
     void keep_until(std::size_t to);   // old bytes [done_, TO) as they are
+    void start(std::size_t room);      // the buffers, at the first edit
     NormStr& s_;
     std::string text_;
     Buffer<AlignRun> runs_;
