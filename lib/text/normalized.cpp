@@ -84,6 +84,15 @@ Span NormStr::span_at(std::size_t i) const {
 
 Span NormStr::original_span(std::size_t from, std::size_t to) const {
     if (from >= to) return {static_cast<std::uint32_t>(base + from), static_cast<std::uint32_t>(base + to)};
+    if (runs.empty()) return {static_cast<std::uint32_t>(base + char_start(text, from)), static_cast<std::uint32_t>(base + char_end(text, to))};
+    const std::size_t k = run_of(from);
+    const AlignRun& r = runs[k];
+    const std::size_t next = k + 1 < runs.size() ? runs[k + 1].at : text.size();
+    if (r.end == kKept && to <= next && !is_continuation(text[from])) {  // within one kept run: one look-up
+        std::size_t lead = to - 1;
+        while (lead > from && is_continuation(text[lead])) --lead;
+        return {static_cast<std::uint32_t>(r.begin + (from - r.at)), static_cast<std::uint32_t>(r.begin + (lead - r.at) + char_length(text[lead]))};
+    }
     return {span_at(from).begin, span_at(to - 1).end};
 }
 
