@@ -1,6 +1,7 @@
 // Normalizers (the library's normalizers/): BertNormalizer, NFC/NFD/NFKC/NFKD, Lowercase,
 // StripAccents, Strip, Prepend, Replace, Sequence.
 #include <algorithm>
+#include <cstring>
 
 #include "attntrace/tensor/errors.hpp"
 #include "components.hpp"
@@ -310,6 +311,11 @@ struct Bert final : Normalizer {
         std::string& t = s.text;
         for (std::size_t i = 0; i < t.size();) {
             const auto b = static_cast<unsigned char>(t[i]);
+            if (b >= 0x20 && b < 0x7F && i + 8 <= t.size() && printable8(t.data() + i)) {
+                if (lower) lower8(t.data() + i);
+                i += 8;
+                continue;
+            }
             if (b < 0x80) {
                 const char32_t m = ascii_fate(b);
                 if (m == 0xFFFFFFFF) r.replace_char(i, i + 1, {});
@@ -325,6 +331,24 @@ struct Bert final : Normalizer {
         }
         r.finish();
         return true;
+    }
+    // Whether the 8 bytes at P are all printable ASCII (0x20 to 0x7E): all that clean leaves alone.
+    static bool printable8(const char* p) {
+        std::uint64_t w;
+        std::memcpy(&w, p, 8);
+        constexpr std::uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+        const std::uint64_t below_space = (w - 0x20 * ones) & ~w & highs, del = ((w ^ 0x7F * ones) - ones) & ~(w ^ 0x7F * ones) & highs;
+        return ((w & highs) | below_space | del) == 0;
+    }
+    // The 8 printable ASCII bytes at P lowercased in place.
+    static void lower8(char* p) {
+        std::uint64_t w;
+        std::memcpy(&w, p, 8);
+        constexpr std::uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+        const std::uint64_t upper = ((w + (0x80 - 'A') * ones) ^ (w + (0x7F - 'Z') * ones)) & highs;  // 'A' <= b <= 'Z'
+        if (!upper) return;
+        w |= upper >> 2;
+        std::memcpy(p, &w, 8);
     }
     // An ASCII character's fate: itself, another of the same length, or 0xFFFFFFFF (removed).
     char32_t ascii_fate(char32_t c) const {
