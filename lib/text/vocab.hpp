@@ -39,10 +39,18 @@ public:
     }
 
 private:
+    // A slot holds what decides most look-ups without reading the string: its first 8 bytes
+    // (zero-padded) and its length (up to 255), beside a tag of its hash; strings up to 8 bytes
+    // long are compared there whole.
     struct Slot {
         std::uint32_t id1;  // id + 1; 0: an empty slot
-        std::uint32_t tag;  // the high half of the string's hash, compared before the string
+        std::uint32_t tag;  // the hash's high 24 bits and the length's low 8 (255: 255 or more)
+        std::uint64_t head;
     };
+    static Slot key(std::string_view s, std::uint64_t h);  // a slot for S (hash H), id1 0
+    bool same(const Slot& e, const Slot& k, std::string_view s) const {
+        return e.tag == k.tag && e.head == k.head && (s.size() <= 8 || by_id_[e.id1 - 1] == s);
+    }
     Buffer<std::string_view> by_id_;
     Buffer<Slot> table_;  // open addressing, at most half full
     Buffer<std::string_view> all_;  // by id, model and added
