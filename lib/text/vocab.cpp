@@ -7,30 +7,8 @@
 
 namespace attntrace::text {
 
-std::uint64_t hash_bytes(std::string_view s) noexcept {
-    // 8-byte words (the last one padded with zeros) folded by multiplication, then a final mix:
-    // vocabulary strings are short, most are one word.
-    std::uint64_t h = 0x9E3779B97F4A7C15ull ^ (s.size() * 0xff51afd7ed558ccdull);
-    std::size_t i = 0;
-    for (; i + 8 <= s.size(); i += 8) {
-        std::uint64_t w;
-        std::memcpy(&w, s.data() + i, 8);
-        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
-        h ^= h >> 31;
-    }
-    if (i < s.size()) {
-        std::uint64_t w = 0;
-        std::memcpy(&w, s.data() + i, s.size() - i);
-        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
-    }
-    h ^= h >> 29;
-    h *= 0x94d049bb133111ebull;
-    return h ^ (h >> 32);
-}
-
 Vocab::Slot Vocab::key(std::string_view s, std::uint64_t h) {
-    std::uint64_t head = 0;
-    if (!s.empty()) std::memcpy(&head, s.data(), std::min<std::size_t>(s.size(), 8));
+    const std::uint64_t head = load_upto8(s.data(), std::min<std::size_t>(s.size(), 8));
     return Slot{0, static_cast<std::uint32_t>((h >> 40) << 8 | std::min<std::size_t>(s.size(), 255)), head};
 }
 
