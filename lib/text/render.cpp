@@ -166,17 +166,19 @@ void put_encoding_json(Out& out, const Encoding& e) {
         out.advance(p);
     }
     out.advance(put_text(out.room(16), "], \"offsets\": ["));
-    char last[24];  // the previous end's digits (a token mostly begins where one ended)
+    std::uint64_t last = 0;  // the previous end's digits, up to 8 (a token mostly begins where one ended)
     std::size_t last_len = 0, last_value = 0;
     for (std::size_t i = 0; i < e.offsets.size(); ++i) {
-        char* p = out.room(64);
-        p = put_text(p, i ? ", [" : "[");
-        if (last_len && e.offsets[i].first == last_value) p = put_text(p, std::string_view(last, last_len));
+        char* p = out.room(64);  // every copy below is of 8 bytes or fewer, fixed sizes
+        if (i) std::memcpy(p, ", [", 3), p += 3;
+        else *p++ = '[';
+        if (last_len && e.offsets[i].first == last_value) std::memcpy(p, &last, 8), p += last_len;
         else p = put_number(p, e.offsets[i].first);
-        p = put_text(p, ", ");
+        *p++ = ',', *p++ = ' ';
         char* end = put_number(p, e.offsets[i].second);
         last_len = static_cast<std::size_t>(end - p), last_value = e.offsets[i].second;
-        std::memcpy(last, p, last_len);
+        if (last_len <= 8) std::memcpy(&last, p, 8);
+        else last_len = 0;
         *end++ = ']';
         out.advance(end);
     }
