@@ -1,6 +1,7 @@
 #include "added_tokens.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "components.hpp"
 
@@ -27,12 +28,22 @@ AddedTokens::AddedTokens(const std::vector<AddedToken>& tokens, const Normalizer
         if (text.empty()) continue;
         Set& set = t.normalized ? normalized_ : raw_;
         set.by_first_byte[static_cast<unsigned char>(text[0])].push_back({text, &t});
+        if (!set.starts[static_cast<unsigned char>(text[0])]) ++set.first_bytes, set.only_first = text[0];
         set.starts[static_cast<unsigned char>(text[0])] = true;
         set.empty = false;
     }
     for (Set* set : {&raw_, &normalized_})
         for (auto& list : set->by_first_byte)
             std::stable_sort(list.begin(), list.end(), [](const Pattern& a, const Pattern& b) { return a.text.size() > b.text.size(); });
+}
+
+std::size_t AddedTokens::next_start(const Set& set, std::string_view s, std::size_t at) {
+    if (set.first_bytes == 1) {  // BERT's [CLS], [SEP] ...: memchr's word-wide search
+        const void* hit = std::memchr(s.data() + at, set.only_first, s.size() - at);
+        return hit ? static_cast<std::size_t>(static_cast<const char*>(hit) - s.data()) : s.size();
+    }
+    while (at < s.size() && !set.starts[static_cast<unsigned char>(s[at])]) ++at;
+    return at;
 }
 
 std::optional<std::pair<std::size_t, const AddedTokens::Pattern*>> AddedTokens::longest_at(const Set& set, std::string_view s,
@@ -48,11 +59,7 @@ std::vector<AddedTokens::Split> AddedTokens::split(std::string_view s, bool norm
     if (set.empty) return {{0, s.size(), std::nullopt}};
     std::vector<Split> out;
     std::size_t done = 0;  // the end of the last split
-    for (std::size_t at = 0; at < s.size();) {
-        if (!set.starts[static_cast<unsigned char>(s[at])]) {
-            ++at;
-            continue;
-        }
+    for (std::size_t at = next_start(set, s, 0); at < s.size(); at = next_start(set, s, at)) {
         const auto hit = longest_at(set, s, at);
         if (!hit) {
             ++at;

@@ -37,8 +37,12 @@ private:
     struct Set {
         std::array<std::vector<Pattern>, 256> by_first_byte;  // longest first
         std::array<bool, 256> starts{};                       // some pattern starts with this byte
+        int first_bytes = 0;                                  // how many bytes start one
+        char only_first = 0;                                  // with one: that byte
         bool empty = true;
     };
+    // The first byte at or after AT that may start a pattern of SET (S.size() when none).
+    static std::size_t next_start(const Set& set, std::string_view s, std::size_t at);
     std::optional<std::pair<std::size_t, const Pattern*>> longest_at(const Set& set, std::string_view s, std::size_t at) const;
     Set raw_, normalized_;
     std::vector<AddedToken> tokens_;

@@ -19,34 +19,105 @@ std::size_t char_end(std::string_view s, std::size_t i) {
     return i;
 }
 
+std::size_t char_length(char lead) {
+    const auto b = static_cast<unsigned char>(lead);
+    return b < 0xE0 ? (b < 0x80 ? 1 : 2) : b < 0xF0 ? 3 : 4;
+}
+
+// Appends R to OUT, or lets the last run take its bytes when R continues it (a kept run from the
+// next original byte, or a written one from the same range).
+void push_run(Buffer<AlignRun>& out, const AlignRun& r) {
+    if (!out.empty()) {
+        const AlignRun& last = out.back();
+        const bool continues = r.end == kKept ? last.end == kKept && r.begin - last.begin == r.at - last.at
+                                              : last.begin == r.begin && last.end == r.end;
+        if (continues) return;
+    }
+    out.push_back(r);
+}
+
 }  // namespace
 
 NormStr NormStr::original(std::string_view whole, std::size_t from, std::size_t to) {
     NormStr s;
     s.text.assign(whole.substr(from, to - from));
     s.base = static_cast<std::uint32_t>(from);
-    s.identity = true;
     return s;
 }
 
 NormStr NormStr::slice(std::size_t from, std::size_t to) const {
     NormStr s;
     s.text.assign(text, from, to - from);
-    if (identity) {
+    if (runs.empty()) {
         s.base = static_cast<std::uint32_t>(base + char_start(text, from));
-        s.identity = true;
         return s;
     }
-    s.align.assign(align.begin() + static_cast<std::ptrdiff_t>(from), align.begin() + static_cast<std::ptrdiff_t>(to));
-    s.base = from < to ? align[from].begin : (from < align.size() ? align[from].begin : (align.empty() ? base : align.back().end));
+    s.base = from < text.size() ? span_at(from).begin : (text.empty() ? base : span_at(text.size() - 1).end);
+    copy_alignments(*this, from, to, 0, s.runs);
     return s;
+}
+
+std::size_t NormStr::run_of(std::size_t i) const {
+    const std::size_t n = runs.size();
+    std::size_t r = hint_ < n && runs[hint_].at <= i ? hint_ : 0;
+    for (std::size_t steps = 0; r + 1 < n && runs[r + 1].at <= i; ++r) {  // a few runs ahead: walk
+        if (++steps == 8) {
+            const auto after = std::upper_bound(runs.begin() + static_cast<std::ptrdiff_t>(r), runs.end(), i,
+                                                [](std::size_t v, const AlignRun& x) { return v < x.at; });
+            r = static_cast<std::size_t>(after - runs.begin()) - 1;
+            break;
+        }
+    }
+    hint_ = r;
+    return r;
+}
+
+Span NormStr::span_at(std::size_t i) const {
+    if (runs.empty()) return {static_cast<std::uint32_t>(base + char_start(text, i)), static_cast<std::uint32_t>(base + char_end(text, i + 1))};
+    const AlignRun& r = runs[run_of(i)];
+    if (r.end != kKept) return {r.begin, r.end};
+    std::size_t lead = i;  // a kept run starts on a character
+    while (lead > r.at && is_continuation(text[lead])) --lead;
+    const auto b = static_cast<std::uint32_t>(r.begin + (lead - r.at));
+    return {b, static_cast<std::uint32_t>(b + char_length(text[lead]))};
 }
 
 Span NormStr::original_span(std::size_t from, std::size_t to) const {
     if (from >= to) return {static_cast<std::uint32_t>(base + from), static_cast<std::uint32_t>(base + to)};
-    if (identity)
-        return {static_cast<std::uint32_t>(base + char_start(text, from)), static_cast<std::uint32_t>(base + char_end(text, to))};
-    return {align[from].begin, align[to - 1].end};
+    if (runs.empty()) return {static_cast<std::uint32_t>(base + char_start(text, from)), static_cast<std::uint32_t>(base + char_end(text, to))};
+    const std::size_t k = run_of(from);
+    const AlignRun& r = runs[k];
+    const std::size_t next = k + 1 < runs.size() ? runs[k + 1].at : text.size();
+    if (r.end == kKept && to <= next && !is_continuation(text[from])) {  // within one kept run: one look-up
+        std::size_t lead = to - 1;
+        while (lead > from && is_continuation(text[lead])) --lead;
+        return {static_cast<std::uint32_t>(r.begin + (from - r.at)), static_cast<std::uint32_t>(r.begin + (lead - r.at) + char_length(text[lead]))};
+    }
+    return {span_at(from).begin, span_at(to - 1).end};
+}
+
+void copy_alignments(const NormStr& s, std::size_t from, std::size_t to, std::size_t out_at, Buffer<AlignRun>& out) {
+    for (std::size_t i = from; i < to;) {
+        AlignRun r{0, s.base, kKept};  // the run around I and where it ends
+        std::size_t end = s.text.size();
+        if (!s.runs.empty()) {
+            const std::size_t k = s.run_of(i);
+            r = s.runs[k];
+            if (k + 1 < s.runs.size()) end = s.runs[k + 1].at;
+        }
+        const auto at = static_cast<std::uint32_t>(out_at + (i - from));
+        if (r.end != kKept) {
+            push_run(out, {at, r.begin, r.end});
+        } else if (is_continuation(s.text[i])) {  // the rest of a character that began before I
+            const Span a = s.span_at(i);
+            push_run(out, {at, a.begin, a.end});
+            while (++i < std::min(end, to) && is_continuation(s.text[i])) {}
+            continue;
+        } else {
+            push_run(out, {at, static_cast<std::uint32_t>(r.begin + (i - r.at)), kKept});
+        }
+        i = std::min(end, to);
+    }
 }
 
 std::vector<Change> unchanged(std::string_view s) {
@@ -65,63 +136,45 @@ std::string& Rewrite::spare_text() {
     return spare;
 }
 
-Buffer<Span>& Rewrite::spare_align() {
-    thread_local Buffer<Span> spare;
+Buffer<AlignRun>& Rewrite::spare_runs() {
+    thread_local Buffer<AlignRun> spare;
     return spare;
 }
 
 void Rewrite::release_spares() {
     std::string().swap(spare_text());
-    Buffer<Span>().swap(spare_align());
-}
-
-Span Rewrite::old_span(std::size_t i) const {
-    if (!s_.identity) return s_.align[i];
-    return {static_cast<std::uint32_t>(s_.base + char_start(s_.text, i)), static_cast<std::uint32_t>(s_.base + char_end(s_.text, i + 1))};
+    Buffer<AlignRun>().swap(spare_runs());
 }
 
 void Rewrite::keep_until(std::size_t to) {
+    copy_alignments(s_, done_, to, text_.size(), runs_);
     text_.append(s_.text, done_, to - done_);
-    if (!s_.identity) {
-        align_.insert(align_.end(), s_.align.begin() + static_cast<std::ptrdiff_t>(done_), s_.align.begin() + static_cast<std::ptrdiff_t>(to));
-    } else {  // each byte aligned with its character, whose length its first byte gives
-        std::size_t i = done_;
-        if (i < to && is_continuation(s_.text[i])) {  // the rest of a character an edit began in
-            const Span a = old_span(i);
-            for (; i < to && is_continuation(s_.text[i]); ++i) align_.push_back(a);
-        }
-        const std::size_t first = align_.size();
-        align_.resize(first + (to - i));
-        Span* out = align_.data() + first - i;  // out[j]: the alignment of old byte j
-        const auto base = s_.base;
-        const char* text = s_.text.data();
-        while (i < to) {
-            const auto b = static_cast<unsigned char>(text[i]);
-            if (b < 0x80) {
-                out[i] = Span{static_cast<std::uint32_t>(base + i), static_cast<std::uint32_t>(base + i + 1)};
-                ++i;
-                continue;
-            }
-            const std::size_t len = b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
-            const Span a{static_cast<std::uint32_t>(base + i), static_cast<std::uint32_t>(base + i + len)};
-            for (std::size_t k = 0; k < len && i < to; ++k) out[i++] = a;
-        }
+    done_ = to;
+}
+
+void Rewrite::start(std::size_t room) {
+    // the buffers a previous rewrite left (their pages are mapped already), with the text's room
+    // to double (BERT pads every CJK character with two spaces: a std::string only touches what
+    // it writes)
+    text_.swap(spare_text()), runs_.swap(spare_runs());
+    text_.clear(), runs_.clear();
+    text_.reserve(2 * s_.text.size() + room + 64);
+    edited_ = true;
+}
+
+void Rewrite::replace_char(std::size_t from, std::size_t to, std::string_view bytes) {
+    if (!edited_) start(bytes.size());
+    keep_until(from);
+    if (!bytes.empty()) {
+        const Span a = s_.span_at(from);
+        push_run(runs_, {static_cast<std::uint32_t>(text_.size()), a.begin, a.end});
+        text_.append(bytes);
     }
     done_ = to;
 }
 
 void Rewrite::edit(std::size_t from, std::size_t to, const Change* changes, std::size_t count, std::size_t skip) {
-    if (!edited_) {
-        // the buffers a previous rewrite left (their pages are mapped already: a 1 MB text has
-        // 8 MB of alignments, and a normalizer may rewrite it four times)
-        text_.swap(spare_text()), align_.swap(spare_align());
-        text_.clear(), align_.clear();
-        // the text's room to double (BERT pads every CJK character with two spaces: a std::string
-        // only touches what it writes), the alignments' an eighth (their block is populated at once)
-        text_.reserve(2 * s_.text.size() + count + 64);
-        align_.reserve(s_.text.size() + s_.text.size() / 8 + count + 64);
-        edited_ = true;
-    }
+    if (!edited_) start(count);
     keep_until(from);
     // The old characters of [FROM, TO), consumed as the changes replace or remove them.
     std::size_t old_at = from;
@@ -137,14 +190,13 @@ void Rewrite::edit(std::size_t from, std::size_t to, const Change* changes, std:
     for (std::size_t k = 0; k < count; ++k) {
         const Change& ch = changes[k];
         Span a;
-        if (ch.change > 0) a = offset < 1 ? Span{s_.base, s_.base} : old_span(offset - 1);
-        else a = offset < n ? old_span(offset) : (n == 0 ? Span{s_.base, s_.base} : old_span(n - 1));
+        if (ch.change > 0) a = offset < 1 ? Span{s_.base, s_.base} : s_.span_at(offset - 1);
+        else a = offset < n ? s_.span_at(offset) : (n == 0 ? Span{s_.base, s_.base} : s_.span_at(n - 1));
         std::size_t consumed = ch.change > 0 ? 0 : next_old_len();
         for (int r = 0; r < -ch.change; ++r) consumed += next_old_len();
         offset += consumed;
-        const std::size_t before = text_.size();
+        push_run(runs_, {static_cast<std::uint32_t>(text_.size()), a.begin, a.end});
         append_utf8(text_, ch.c);
-        align_.insert(align_.end(), text_.size() - before, a);
     }
     done_ = to;
 }
@@ -153,10 +205,9 @@ void Rewrite::finish() {
     if (!edited_) return;
     keep_until(s_.text.size());
     s_.text.swap(text_);
-    s_.align.swap(align_);
+    s_.runs.swap(runs_);
     if (text_.capacity() > spare_text().capacity()) spare_text().swap(text_);
-    if (align_.capacity() > spare_align().capacity()) spare_align().swap(align_);
-    s_.identity = false;
+    if (runs_.capacity() > spare_runs().capacity()) spare_runs().swap(runs_);
     edited_ = false;
 }
 

@@ -18,15 +18,23 @@ struct Span {
     std::uint32_t begin = 0, end = 0;
 };
 
+// A stretch of a NormStr's bytes, from AT to the next run's AT (or the text's end), and where its
+// bytes come from. KEPT (END == kKept): characters that stand as they do in the original (byte
+// AT + k of the run lies in the character around original byte BEGIN + k, whose length its lead
+// byte gives); a kept run starts on a character. Written: every byte comes from [BEGIN, END).
+struct AlignRun {
+    std::uint32_t at, begin, end;
+};
+inline constexpr std::uint32_t kKept = ~std::uint32_t(0);
+
 struct NormStr {
     std::string text;
-    // align[i]: the original bytes normalized byte i comes from. Empty while IDENTITY: each
-    // character still stands where the original's did from BASE on, with its length, so byte i
-    // comes from the character around base + i (most texts are never realigned: no 8 bytes of
-    // alignment per byte for them).
-    Buffer<Span> align;
+    // The alignments (the library keeps one range a byte) as runs: an unchanged stretch is one
+    // entry, a written character one entry (merged with its neighbour when they come from the same
+    // range). Empty while IDENTITY: each character still stands where the original's did from BASE
+    // on, so byte i comes from the character around base + i (most texts are never realigned).
+    Buffer<AlignRun> runs;
     std::uint32_t base = 0;
-    bool identity = false;
 
     // The original text ORIGINAL[FROM, TO) unchanged (absolute offsets FROM..TO).
     static NormStr original(std::string_view whole, std::size_t from, std::size_t to);
@@ -34,8 +42,19 @@ struct NormStr {
     NormStr slice(std::size_t from, std::size_t to) const;
     // The original range covered by normalized bytes [FROM, TO) (the library's convert_offsets).
     Span original_span(std::size_t from, std::size_t to) const;
-    std::uint32_t original_begin() const { return identity || align.empty() ? base : align.front().begin; }
+    std::uint32_t original_begin() const { return runs.empty() ? base : runs.front().begin; }
+    // The original range normalized byte I (< text.size()) comes from.
+    Span span_at(std::size_t i) const;
+    // The index of the run holding byte I (runs not empty); quick when the bytes asked for move
+    // forward, as tokens and rewrites read them.
+    std::size_t run_of(std::size_t i) const;
+
+private:
+    mutable std::size_t hint_ = 0;  // the run last found
 };
+
+// Appends the alignments of S's bytes [FROM, TO) to OUT, byte FROM becoming OUT_AT.
+void copy_alignments(const NormStr& s, std::size_t from, std::size_t to, std::size_t out_at, Buffer<AlignRun>& out);
 
 // One character of a transformation, as the library's NormalizedString::transform takes it: the new
 // character and CHANGE = 0 (replaces the next old character), 1 (is inserted), -N (replaces the next
@@ -53,19 +72,22 @@ class Rewrite {
 public:
     explicit Rewrite(NormStr& s) : s_(s) {}
     void edit(std::size_t from, std::size_t to, const Change* changes, std::size_t count, std::size_t skip = 0);
+    // Old bytes [FROM, TO), one character, replaced by BYTES (none: removed), each of them from
+    // that character's original range: what the library's map, filter and padding make of it.
+    void replace_char(std::size_t from, std::size_t to, std::string_view bytes);
     void finish();
     // Gives back the buffers kept for the next rewrite (after a normalizer, so that the pieces and
     // tokens take their populated pages instead of fresh ones).
     static void release_spares();
 
 private:
-    Span old_span(std::size_t i) const;  // the alignment of old byte I
-    static std::string& spare_text();    // the largest buffers a finished rewrite gave back
-    static Buffer<Span>& spare_align();
-    void keep_until(std::size_t to);     // old bytes [done_, TO) as they are
+    static std::string& spare_text();  // the largest buffers a finished rewrite gave back
+    static Buffer<AlignRun>& spare_runs();
+    void keep_until(std::size_t to);   // old bytes [done_, TO) as they are
+    void start(std::size_t room);      // the buffers, at the first edit
     NormStr& s_;
     std::string text_;
-    Buffer<Span> align_;
+    Buffer<AlignRun> runs_;
     std::size_t done_ = 0;
     bool edited_ = false;
 };

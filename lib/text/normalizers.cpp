@@ -1,6 +1,7 @@
 // Normalizers (the library's normalizers/): BertNormalizer, NFC/NFD/NFKC/NFKD, Lowercase,
 // StripAccents, Strip, Prepend, Replace, Sequence.
 #include <algorithm>
+#include <cstring>
 
 #include "attntrace/tensor/errors.hpp"
 #include "components.hpp"
@@ -243,10 +244,116 @@ struct Bert final : Normalizer {
         strip = flag("strip_accents", lower);
     }
     void normalize(NormStr& s) const override {
+        if (one_pass(s)) return;
         if (clean_text) clean(s);
         if (chinese) pad_chinese(s);
         if (strip) strip_accents(s);
         if (lower) lowercase(s);
+    }
+
+    // What the four steps make of one character: each keeps (or drops) it on its own and gives
+    // every character it writes the character's range, but for NFD's reordering of the marks
+    // around one, which matters only where a non-starter survives: a spacing mark (Mc) with a
+    // combining class (a virama of some Indic scripts, a few more), COMPLEX. BYTES: the result.
+    struct Fate {
+        char32_t c = 0xFFFFFFFF;
+        std::uint8_t flags = 0, len = 0;
+        bool complex = false, same = false;
+        char bytes[24];
+    };
+    std::uint8_t flags() const { return static_cast<std::uint8_t>(1 | clean_text << 1 | chinese << 2 | strip << 3 | lower << 4); }
+
+    Fate fate_of(char32_t c) const {
+        Fate f;
+        f.c = c, f.flags = flags();
+        if (clean_text && (c == 0xFFFD || is_other(c))) return f;  // removed
+        std::u32string parts, out, d;
+        if (clean_text && is_whitespace(c)) parts.push_back(U' ');
+        else if (chinese && is_chinese_char(c)) parts.append(1, U' ').append(1, c).append(1, U' ');
+        else parts.push_back(c);
+        if (strip) {  // NFD, its nonspacing marks removed
+            for (const char32_t p : parts) {
+                d.clear();
+                if (decomposes(p, false)) decompose_char(p, false, d);
+                else d.push_back(p);
+                for (const char32_t q : d) {
+                    if (is_mark_nonspacing(q)) continue;
+                    if (combining_class(q) != 0) return f.complex = true, f;
+                    out.push_back(q);
+                }
+            }
+            parts.swap(out), out.clear();
+        }
+        if (lower) {
+            for (const char32_t p : parts) append_lowercase(out, p);
+            parts.swap(out);
+        }
+        for (const char32_t p : parts) {
+            if (f.len + 4u > sizeof f.bytes) return f.complex = true, f;
+            f.len = static_cast<std::uint8_t>(f.len + encode_utf8(p, f.bytes + f.len));
+        }
+        f.same = parts.size() == 1 && parts[0] == c;
+        return f;
+    }
+
+    const Fate& fate(char32_t c) const {
+        thread_local std::vector<Fate> cache(4096);  // by the code point's low bits
+        Fate& f = cache[c & 4095];
+        if (f.c != c || f.flags != flags()) f = fate_of(c);
+        return f;
+    }
+
+    // The four steps in one rewrite, character by character (ASCII in place where it keeps its
+    // length); false, with only ASCII changed in place, at a COMPLEX character: the steps one by one
+    // then give the same for the rest and realign that one as the library does.
+    bool one_pass(NormStr& s) const {
+        Rewrite r(s);
+        std::string& t = s.text;
+        for (std::size_t i = 0; i < t.size();) {
+            const auto b = static_cast<unsigned char>(t[i]);
+            if (b >= 0x20 && b < 0x7F && i + 8 <= t.size() && printable8(t.data() + i)) {
+                if (lower) lower8(t.data() + i);
+                i += 8;
+                continue;
+            }
+            if (b < 0x80) {
+                const char32_t m = ascii_fate(b);
+                if (m == 0xFFFFFFFF) r.replace_char(i, i + 1, {});
+                else t[i] = static_cast<char>(m);
+                ++i;
+                continue;
+            }
+            const auto [c, len] = decode_utf8(t, i);
+            const Fate& f = fate(c);
+            if (f.complex) return false;
+            if (!f.same) r.replace_char(i, i + len, std::string_view(f.bytes, f.len));
+            i += len;
+        }
+        r.finish();
+        return true;
+    }
+    // Whether the 8 bytes at P are all printable ASCII (0x20 to 0x7E): all that clean leaves alone.
+    static bool printable8(const char* p) {
+        std::uint64_t w;
+        std::memcpy(&w, p, 8);
+        constexpr std::uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+        const std::uint64_t below_space = (w - 0x20 * ones) & ~w & highs, del = ((w ^ 0x7F * ones) - ones) & ~(w ^ 0x7F * ones) & highs;
+        return ((w & highs) | below_space | del) == 0;
+    }
+    // The 8 printable ASCII bytes at P lowercased in place.
+    static void lower8(char* p) {
+        std::uint64_t w;
+        std::memcpy(&w, p, 8);
+        constexpr std::uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+        const std::uint64_t upper = ((w + (0x80 - 'A') * ones) ^ (w + (0x7F - 'Z') * ones)) & highs;  // 'A' <= b <= 'Z'
+        if (!upper) return;
+        w |= upper >> 2;
+        std::memcpy(p, &w, 8);
+    }
+    // An ASCII character's fate: itself, another of the same length, or 0xFFFFFFFF (removed).
+    char32_t ascii_fate(char32_t c) const {
+        if (clean_text) c = clean_same_length(c);
+        return lower && c != 0xFFFFFFFF ? ascii_lower(c) : c;
     }
     // The library's filter (\0, U+FFFD and control characters but \t \n \r removed) then map
     // (whitespace to ' '); in place when nothing is removed and no character changes length.

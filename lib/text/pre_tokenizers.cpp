@@ -239,35 +239,51 @@ struct Metaspace final : PreTokenizer {
 };
 
 // The library's two splits, on whitespace (removed) then on punctuation (isolated), in one pass.
+// BertPreTokenizer's classes of ASCII bytes: part of a word, whitespace (a split), punctuation (a
+// piece of its own).
+constexpr unsigned char kWordByte = 0, kSpaceByte = 1, kPunctByte = 2;
+std::array<unsigned char, 128> bert_classes() {
+    std::array<unsigned char, 128> t{};
+    for (char32_t c = 0; c < 128; ++c) t[c] = is_whitespace(c) ? kSpaceByte : is_punctuation(c) ? kPunctByte : kWordByte;
+    return t;
+}
+const std::array<unsigned char, 128> kBertClass = bert_classes();
+
 struct Bert final : PreTokenizer {
     void pre_tokenize(Pieces& p) const override {
-        Buffer<Piece> out;
-        out.reserve(p.pieces.size() + p.pieces.size() / 2 + 16);
-        for (const Piece& piece : p.pieces) {
-            const std::string_view s = p.text(piece);
-            std::size_t word = s.size();  // where the word being read began; s.size(): none
-            auto flush = [&](std::size_t end) {
-                if (word < end) out.push_back({piece.str, piece.begin + static_cast<std::uint32_t>(word), piece.begin + static_cast<std::uint32_t>(end)});
-                word = s.size();
-            };
-            for (std::size_t i = 0; i < s.size();) {
-                const auto b = static_cast<unsigned char>(s[i]);
-                char32_t c = b;
-                std::size_t len = 1;
-                if (b >= 0x80) std::tie(c, len) = decode_utf8(s, i);
-                if (is_whitespace(c)) {
-                    flush(i);
-                } else if (is_punctuation(c)) {
-                    flush(i);
-                    out.push_back({piece.str, piece.begin + static_cast<std::uint32_t>(i), piece.begin + static_cast<std::uint32_t>(i + len)});
-                } else if (word == s.size()) {
-                    word = i;
-                }
-                i += len;
-            }
-            flush(s.size());
-        }
+        Buffer<Piece> out;  // room for a word every 3 bytes: a 1 MB text's pieces are never copied
+        std::size_t bytes = 0;
+        for (const Piece& piece : p.pieces) bytes += piece.end - piece.begin;
+        out.reserve(std::max(p.pieces.size() + p.pieces.size() / 2, bytes / 3) + 16);
+        for (const Piece& piece : p.pieces) split(p.text(piece), piece, out);
         p.pieces.swap(out);
+    }
+
+    static void split(std::string_view s, const Piece& piece, Buffer<Piece>& out) {
+        std::size_t word = s.size();  // where the word being read began; s.size(): none
+        auto emit = [&](std::size_t from, std::size_t to) {
+            out.push_back({piece.str, piece.begin + static_cast<std::uint32_t>(from), piece.begin + static_cast<std::uint32_t>(to)});
+        };
+        for (std::size_t i = 0; i < s.size();) {
+            const auto b = static_cast<unsigned char>(s[i]);
+            unsigned char k = b < 0x80 ? kBertClass[b] : kWordByte;
+            std::size_t len = 1;
+            if (b >= 0x80) {
+                char32_t c;
+                std::tie(c, len) = decode_utf8(s, i);
+                k = is_whitespace(c) ? kSpaceByte : is_punctuation(c) ? kPunctByte : kWordByte;
+            }
+            if (k == kWordByte) {
+                if (word == s.size()) word = i;
+                for (i += len; i < s.size() && static_cast<unsigned char>(s[i]) < 0x80 && kBertClass[static_cast<unsigned char>(s[i])] == kWordByte;) ++i;
+                continue;
+            }
+            if (word < i) emit(word, i);
+            word = s.size();
+            if (k == kPunctByte) emit(i, i + len);
+            i += len;
+        }
+        if (word < s.size()) emit(word, s.size());
     }
 };
 

@@ -44,12 +44,27 @@ private:
     std::size_t used_ = 0;
 };
 
+constexpr char kPairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+// X (below 10^8) in decimal as one word, its first digit in the lowest byte, and their count in
+// LEN: written with one 8-byte store, kept in a register (not read back from what was written).
+std::uint64_t digits8(std::uint32_t x, std::size_t& len) {
+    len = x < 10 ? 1 : x < 100 ? 2 : x < 1000 ? 3 : x < 10000 ? 4 : x < 100000 ? 5 : x < 1000000 ? 6 : x < 10000000 ? 7 : 8;
+    auto pair = [](std::uint32_t v) {
+        std::uint16_t t;
+        std::memcpy(&t, kPairs + 2 * v, 2);
+        return std::uint64_t(t);
+    };
+    const std::uint32_t hi = x / 10000, lo = x % 10000;
+    const std::uint64_t w = pair(hi / 100) | pair(hi % 100) << 16 | pair(lo / 100) << 32 | pair(lo % 100) << 48;
+    return w >> (8 * (8 - len));
+}
+
 // V in decimal, two digits at a time from the right (ids and offsets fit 32 bits: no 64-bit division).
 char* put_number(char* p, std::uint64_t v) {
-    static constexpr char kPairs[] =
-        "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-        "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-        "8081828384858687888990919293949596979899";
     if (v > 0xFFFFFFFFu) {  // never for a tokenizer's numbers; kept correct anyway
         p = put_number(p, v / 1000000000);
         const auto low = static_cast<std::uint32_t>(v % 1000000000);
@@ -166,19 +181,27 @@ void put_encoding_json(Out& out, const Encoding& e) {
         out.advance(p);
     }
     out.advance(put_text(out.room(16), "], \"offsets\": ["));
-    char last[24];  // the previous end's digits (a token mostly begins where one ended)
-    std::size_t last_len = 0, last_value = 0;
+    std::uint64_t last = 0;  // the previous end's digits (a token mostly begins where one ended)
+    std::size_t last_len = 0, last_value = 0;  // last_len 0: none, or 9 digits and more
+    auto put = [](char* p, std::size_t v, std::uint64_t& w, std::size_t& len) {
+        if (v >= 100000000) return len = 0, put_number(p, v);
+        w = digits8(static_cast<std::uint32_t>(v), len);
+        std::memcpy(p, &w, 8);
+        return p + len;
+    };
     for (std::size_t i = 0; i < e.offsets.size(); ++i) {
-        char* p = out.room(64);
-        p = put_text(p, i ? ", [" : "[");
-        if (last_len && e.offsets[i].first == last_value) p = put_text(p, std::string_view(last, last_len));
-        else p = put_number(p, e.offsets[i].first);
-        p = put_text(p, ", ");
-        char* end = put_number(p, e.offsets[i].second);
-        last_len = static_cast<std::size_t>(end - p), last_value = e.offsets[i].second;
-        std::memcpy(last, p, last_len);
-        *end++ = ']';
-        out.advance(end);
+        char* p = out.room(64);  // every copy below is of 8 bytes or fewer, fixed sizes
+        if (i) std::memcpy(p, ", [", 3), p += 3;
+        else *p++ = '[';
+        std::uint64_t w;
+        std::size_t len;
+        if (last_len && e.offsets[i].first == last_value) std::memcpy(p, &last, 8), p += last_len;
+        else p = put(p, e.offsets[i].first, w, len);
+        *p++ = ',', *p++ = ' ';
+        p = put(p, e.offsets[i].second, last, last_len);
+        last_value = e.offsets[i].second;
+        *p++ = ']';
+        out.advance(p);
     }
     out.advance(put_text(out.room(8), "]}\n"));
 }

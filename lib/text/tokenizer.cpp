@@ -134,7 +134,9 @@ Encoding Tokenizer::encode(std::string_view text, bool add_special_tokens, const
     if (const auto bad = first_invalid_utf8(text))
         throw InputError(source + ": invalid UTF-8 at byte " + std::to_string(*bad));
     Tokens tokens;
-    tokens.reserve(text.size() / 4 + 16);  // English runs at ~4 bytes a token (the block is populated at once)
+    // English runs at ~4 bytes a token, CJK at 1-2: room for one every 2 bytes, so that a 1 MB text is
+    // never copied to a larger block (from 4 MiB on a block's pages are zeroed only as they are used)
+    tokens.reserve(text.size() / 2 + 16);
     for (const AddedTokens::Split& split : impl_->added.split(text, false)) {
         if (split.token) {
             const auto [lead, trail] = space_ends(text.substr(split.from, split.to - split.from));

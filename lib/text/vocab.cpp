@@ -1,59 +1,44 @@
 #include "vocab.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "attntrace/tensor/errors.hpp"
 
 namespace attntrace::text {
 
-std::uint64_t hash_bytes(std::string_view s) noexcept {
-    // 8-byte words (the last one padded with zeros) folded by multiplication, then a final mix:
-    // vocabulary strings are short, most are one word.
-    std::uint64_t h = 0x9E3779B97F4A7C15ull ^ (s.size() * 0xff51afd7ed558ccdull);
-    std::size_t i = 0;
-    for (; i + 8 <= s.size(); i += 8) {
-        std::uint64_t w;
-        std::memcpy(&w, s.data() + i, 8);
-        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
-        h ^= h >> 31;
-    }
-    if (i < s.size()) {
-        std::uint64_t w = 0;
-        std::memcpy(&w, s.data() + i, s.size() - i);
-        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
-    }
-    h ^= h >> 29;
-    h *= 0x94d049bb133111ebull;
-    return h ^ (h >> 32);
+Vocab::Slot Vocab::key(std::string_view s, std::uint64_t h) {
+    const std::uint64_t head = load_upto8(s.data(), std::min<std::size_t>(s.size(), 8));
+    return Slot{0, static_cast<std::uint32_t>((h >> 40) << 8 | std::min<std::size_t>(s.size(), 255)), head};
 }
 
 void Vocab::assign(std::vector<std::string_view> by_id) {
     by_id_.assign(by_id.begin(), by_id.end());
     std::size_t cap = 16;
     while (cap < by_id_.size() * 2) cap *= 2;
-    table_.assign(cap, Slot{0, 0});
+    table_.assign(cap, Slot{0, 0, 0});
     mask_ = cap - 1;
     for (std::uint32_t id = 0; id < by_id_.size(); ++id) {
         const std::string_view s = by_id_[id];
         if (s.data() == nullptr) continue;
         const std::uint64_t h = hash_bytes(s);
-        const auto tag = static_cast<std::uint32_t>(h >> 32);
+        Slot k = key(s, h);
         std::size_t slot = h & mask_;
         bool seen = false;  // a string listed twice keeps its first id
-        for (; table_[slot].id1 != 0 && !seen; slot = (slot + 1) & mask_)
-            seen = table_[slot].tag == tag && by_id_[table_[slot].id1 - 1] == s;
-        if (!seen) table_[slot] = Slot{id + 1, tag};
+        for (; table_[slot].id1 != 0 && !seen; slot = (slot + 1) & mask_) seen = same(table_[slot], k, s);
+        k.id1 = id + 1;
+        if (!seen) table_[slot] = k;
     }
 }
 
 std::optional<std::uint32_t> Vocab::find(std::string_view s) const {
     if (table_.empty()) return std::nullopt;
     const std::uint64_t h = hash_bytes(s);
-    const auto tag = static_cast<std::uint32_t>(h >> 32);
+    const Slot k = key(s, h);
     for (std::size_t slot = h & mask_;; slot = (slot + 1) & mask_) {
-        const Slot e = table_[slot];
+        const Slot& e = table_[slot];
         if (e.id1 == 0) return std::nullopt;
-        if (e.tag == tag && by_id_[e.id1 - 1] == s) return e.id1 - 1;
+        if (same(e, k, s)) return e.id1 - 1;
     }
 }
 

@@ -3,6 +3,7 @@
 // addressing), and the added tokens.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,16 +40,53 @@ public:
     }
 
 private:
+    // A slot holds what decides most look-ups without reading the string: its first 8 bytes
+    // (zero-padded) and its length (up to 255), beside a tag of its hash; strings up to 8 bytes
+    // long are compared there whole.
     struct Slot {
         std::uint32_t id1;  // id + 1; 0: an empty slot
-        std::uint32_t tag;  // the high half of the string's hash, compared before the string
+        std::uint32_t tag;  // the hash's high 24 bits and the length's low 8 (255: 255 or more)
+        std::uint64_t head;
     };
+    static Slot key(std::string_view s, std::uint64_t h);  // a slot for S (hash H), id1 0
+    bool same(const Slot& e, const Slot& k, std::string_view s) const {
+        return e.tag == k.tag && e.head == k.head && (s.size() <= 8 || by_id_[e.id1 - 1] == s);
+    }
     Buffer<std::string_view> by_id_;
     Buffer<Slot> table_;  // open addressing, at most half full
     Buffer<std::string_view> all_;  // by id, model and added
     std::size_t mask_ = 0;
 };
 
-std::uint64_t hash_bytes(std::string_view s) noexcept;
+// The N <= 8 bytes at P in one word, by fixed-size loads (overlapping ones), not a call: every
+// byte counts, so two strings of the same length give the same word only when they are equal.
+inline std::uint64_t load_upto8(const char* p, std::size_t n) noexcept {
+    if (n >= 4) {
+        std::uint32_t lo, hi;
+        std::memcpy(&lo, p, 4);
+        std::memcpy(&hi, p + n - 4, 4);
+        return lo | std::uint64_t(hi) << 32;
+    }
+    if (n == 0) return 0;
+    return std::uint64_t(static_cast<unsigned char>(p[0])) | std::uint64_t(static_cast<unsigned char>(p[n / 2])) << 8 |
+           std::uint64_t(static_cast<unsigned char>(p[n - 1])) << 16;
+}
+
+inline std::uint64_t hash_bytes(std::string_view s) noexcept {
+    // 8-byte words (the last one's bytes by load_upto8) folded by multiplication, then a final
+    // mix: vocabulary strings are short, most are one word.
+    std::uint64_t h = 0x9E3779B97F4A7C15ull ^ (s.size() * 0xff51afd7ed558ccdull);
+    std::size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+        std::uint64_t w;
+        std::memcpy(&w, s.data() + i, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
+    }
+    if (i < s.size()) h = (h ^ load_upto8(s.data() + i, s.size() - i)) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    h *= 0x94d049bb133111ebull;
+    return h ^ (h >> 32);
+}
 
 }  // namespace attntrace::text

@@ -8,6 +8,36 @@
 namespace attntrace::text {
 namespace {
 
+// Which byte strings may begin a vocabulary entry: a bit for the hash of every prefix of every
+// entry, and of every continuing entry's part after its prefix. A walk along a word stops where no
+// entry can go on; the longest entry lies within what it walked (the bits only ever say "maybe",
+// the vocabulary answers), so the greedy search starts there instead of at the word's end.
+class PrefixBits {
+public:
+    static constexpr std::uint64_t kWhole = 0x243F6A8885A308D3ull, kContinuing = 0x13198A2E03707344ull;  // seeds
+
+    PrefixBits() : bits_(std::size_t(1) << (kBits - 6)) {}
+    void add(std::string_view s, std::uint64_t seed) {
+        for (unsigned char b : s) set(seed = step(seed, b));
+    }
+    // The end of the longest stretch of TEXT from START (whole characters) that may begin an entry.
+    std::size_t reach(std::string_view text, std::size_t start, std::uint64_t seed) const {
+        std::size_t end = start;
+        for (std::size_t i = start; i < text.size(); ++i) {
+            if (!get(seed = step(seed, static_cast<unsigned char>(text[i])))) break;
+            if (i + 1 == text.size() || (static_cast<unsigned char>(text[i + 1]) & 0xC0) != 0x80) end = i + 1;
+        }
+        return end;
+    }
+
+private:
+    static constexpr unsigned kBits = 21;  // 256 KiB: a few percent of false "maybe" for 30k entries
+    static std::uint64_t step(std::uint64_t h, unsigned char b) { return (h + b + 1) * 0x9E3779B97F4A7C15ull; }
+    void set(std::uint64_t h) { bits_[h >> (64 - kBits + 6)] |= std::uint64_t(1) << ((h >> (64 - kBits)) & 63); }
+    bool get(std::uint64_t h) const { return (bits_[h >> (64 - kBits + 6)] >> ((h >> (64 - kBits)) & 63)) & 1; }
+    std::vector<std::uint64_t> bits_;
+};
+
 class WordPiece final : public Model {
 public:
     WordPiece(Json node, Vocab& vocab) : vocab_(vocab) {
@@ -20,6 +50,11 @@ public:
         prefix_ = prefix.is_null() ? "##" : std::string(prefix.str("model.continuing_subword_prefix"));
         Json max = node.get("max_input_chars_per_word");
         max_chars_ = max.is_null() ? 100 : static_cast<std::size_t>(max.integer("model.max_input_chars_per_word"));
+        for (std::uint32_t id = 0; id < vocab.size(); ++id) {
+            const std::string_view t = vocab.at(id);
+            starts_.add(t, PrefixBits::kWhole);
+            if (t.size() > prefix_.size() && t.starts_with(prefix_)) starts_.add(t.substr(prefix_.size()), PrefixBits::kContinuing);
+        }
     }
 
     void tokenize(std::string_view text, bool byte_level, std::vector<ModelToken>& out) const override {
@@ -48,7 +83,7 @@ private:
         if (chars > max_chars_) return out.push_back({*unk_, whole});
         std::string& sub = sub_;
         for (std::size_t start = 0; start < text.size();) {
-            std::size_t end = text.size();
+            std::size_t end = starts_.reach(text, start, start == 0 ? PrefixBits::kWhole : PrefixBits::kContinuing);
             std::optional<std::uint32_t> found;
             while (start < end) {
                 if (start == 0) {
@@ -73,6 +108,7 @@ private:
     std::optional<std::uint32_t> unk_;
     std::string prefix_;
     std::size_t max_chars_ = 100;
+    PrefixBits starts_;
     mutable std::string sub_;
     mutable WordCache cache_;
     mutable std::vector<CachedToken> pieces_;
