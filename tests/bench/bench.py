@@ -515,7 +515,7 @@ TOKENIZER_GOAL = 10.0  # issue 26: at least 10x the JS port's warm encode, as a 
 
 def node_reference(build):
     """NODE_PATH of the reference packages (tests/e2e/tokenize_hostile.sh installs them), or None."""
-    node_dir = os.path.join(build, "tokenizer_reference", "node_modules")
+    node_dir = os.path.abspath(os.path.join(build, "tokenizer_reference", "node_modules"))  # node needs it absolute
     return node_dir if shutil.which("node") and os.path.isdir(os.path.join(node_dir, "@huggingface", "tokenizers")) else None
 
 
