@@ -125,6 +125,8 @@ TEST_CASE("the fused kernel equals the BLAS path: shapes off its panels, tiles a
     add("head dim 1, value dim 3", 1, 17, 33, 3, 3, 1, 3);
     add("head dim 40, value dim 17", 2, 64, 257, 2, 2, 40, 17).masks.causal = true;
     add("causal, Lq = Lk across blocks", 1, 530, 530, 4, 2, 16, 16).masks.causal = true;
+    add("head dim 128, Llama's, grouped", 1, 90, 300, 4, 2, 128, 128).masks.causal = true;
+    add("head dim 80, value dim 256 and past", 1, 33, 70, 2, 1, 80, 264);
     add("causal, Lq < Lk", 2, 20, 300, 2, 2, 8, 8).masks.causal = true;
     {
         Case& c = add("lower-right causal with Lq > Lk: empty rows", 1, 40, 20, 2, 2, 8, 8);
