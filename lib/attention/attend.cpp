@@ -298,7 +298,7 @@ template <class T>
 std::size_t attend(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, Kept<T>& kept, std::size_t threads,
                    const std::function<void(std::size_t, std::size_t)>& progress) {
     if constexpr (std::is_same_v<T, float>)  // scores, softmax and context in one pass of vector code
-        if (fused_applies(kept, masks)) return attend_fused(hb, masks, scale, kept, threads, progress);
+        if (fused_applies(hb, kept, masks)) return attend_fused(hb, masks, scale, kept, threads, progress);
     const std::size_t blocks = (hb.lq + kQueryBlock - 1) / kQueryBlock;
     const std::size_t tasks = hb.count() * blocks;
     if (tasks == 0) return 0;

@@ -178,8 +178,10 @@ void point_stats(fused::Task& t, RowStats& stats, std::size_t first_row, bool sq
 
 }  // namespace
 
-bool fused_applies(const Kept<float>& kept, const MaskPlan<float>& masks) {
-    return attention_kernel() != AttentionKernel::blas && kept.tiled() && !kept.pooled && !masks.attn;
+bool fused_applies(const HeadBatch<float>& hb, const Kept<float>& kept, const MaskPlan<float>& masks) {
+    constexpr std::size_t kExactInFloat = std::size_t(1) << 24;
+    return attention_kernel() != AttentionKernel::blas && kept.tiled() && !kept.pooled && !masks.attn &&
+           hb.lq < kExactInFloat && hb.lk < kExactInFloat;
 }
 
 std::size_t attend_fused(const HeadBatch<float>& hb, const MaskPlan<float>& masks, float scale, Kept<float>& kept,

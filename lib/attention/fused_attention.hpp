@@ -10,8 +10,9 @@
 namespace attntrace::stages {
 
 // Whether the fused kernels run this attention: float, a fused kernel chosen, the tiled path
-// (nothing (Lq, Lk) kept or streamed), no pooled pictures, no attention mask.
-bool fused_applies(const Kept<float>& kept, const MaskPlan<float>& masks);
+// (nothing (Lq, Lk) kept or streamed), no pooled pictures, no attention mask, and query and key
+// indices below 2^24 (the kernel compares them in float lanes, exact only up to there).
+bool fused_applies(const HeadBatch<float>& hb, const Kept<float>& kept, const MaskPlan<float>& masks);
 
 // attend() through the fused kernels; the same contract (empty rows returned, row statistics
 // and detector values filled when KEPT asks for them).

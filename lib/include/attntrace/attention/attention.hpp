@@ -108,8 +108,9 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
 // does OpenBLAS products per block with the softmax in between. `best` is avx512 on a CPU with
 // AVX-512F, else blas. The others are for tests and benchmarks (the app reads
 // ATTNTRACE_ATTENTION_KERNEL). The fused kernels serve float runs whose masks are key ranges
-// (causal, windows, valid lengths), key padding and ALiBi, and that draw no pictures; anything else
-// (an attention mask, pooled pictures, double) takes the BLAS path.
+// (causal, windows, valid lengths), key padding and ALiBi, that draw no pictures, with fewer than
+// 2^24 queries and keys; anything else (an attention mask, pooled pictures, double) takes the
+// BLAS path.
 enum class AttentionKernel : std::uint8_t { best, blas, avx512 };
 
 // Sets the kernels later runs use; UsageError "attention kernel: ..." when this CPU cannot run it.
