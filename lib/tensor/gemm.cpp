@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "attntrace/tensor/dynamic_library.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/tensor/threads.hpp"
 
 namespace attntrace {
 
@@ -103,14 +105,29 @@ void scale_only(std::size_t m, std::size_t n, T beta, T* c, std::size_t ldc) {
         for (std::size_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
 }
 
+// OpenBLAS for a product on this thread: on the thread's first, the address space must hold the
+// buffer OpenBLAS is about to map (gemm.hpp, kBlasBufferBytes), else it would retry forever.
+const OpenBlas& blas_for_this_thread() {
+    const OpenBlas& loaded = blas();
+    thread_local bool buffer_fits = false;
+    if (buffer_fits) return loaded;
+    const std::size_t left = address_space_left();
+    if (left < kBlasBufferBytes + (std::size_t{1} << 20))
+        throw InputError("out of memory: a matrix product needs " + std::to_string(kBlasBufferBytes >> 20) +
+                         " MiB of address space for OpenBLAS's buffer, and `ulimit -v` leaves " +
+                         std::to_string(left >> 20) + " MiB");
+    buffer_fits = true;
+    return loaded;
+}
+
 // The one BLAS routine per precision: cblas_sgemm for float, cblas_dgemm for double.
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, float alpha,
                const float* a, blasint lda, const float* b, blasint ldb, float beta, float* c, blasint ldc) {
-    blas().cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    blas_for_this_thread().cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, double alpha,
                const double* a, blasint lda, const double* b, blasint ldb, double beta, double* c, blasint ldc) {
-    blas().cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    blas_for_this_thread().cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 }  // namespace
 

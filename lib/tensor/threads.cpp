@@ -28,25 +28,34 @@ std::size_t worker_reservation() {
     rlimit stack{};
     std::size_t stack_bytes = std::size_t{8} << 20;
     if (getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY) stack_bytes = stack.rlim_cur;
-    return stack_bytes + (std::size_t{128} << 20) + (std::size_t{128} << 20);
+    return stack_bytes + (std::size_t{128} << 20) + kBlasBufferBytes;
 }
 
 // How many of WANTED more workers fit under RLIMIT_AS (WANTED when it is unlimited). One
 // reservation is kept back for the calling thread: OpenBLAS is loaded on the first product, often
 // after this count, and then maps itself and the caller's buffer too.
 std::size_t new_workers_within_address_space(std::size_t wanted) {
+    const std::size_t left = address_space_left();
+    if (left == SIZE_MAX) return wanted;
+    const std::size_t fit = left / worker_reservation();
+    return std::min(wanted, fit > 0 ? fit - 1 : 0);
+}
+
+}  // namespace
+
+std::size_t address_space_left() {
     rlimit as{};
-    if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY) return wanted;
+    if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY) return SIZE_MAX;
     std::size_t pages = 0;
     if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
         if (std::fscanf(f, "%zu", &pages) != 1) pages = 0;
         std::fclose(f);
     }
     const std::size_t used = pages * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    const std::size_t left = as.rlim_cur > used ? as.rlim_cur - used : 0;
-    const std::size_t fit = left / worker_reservation();
-    return std::min(wanted, fit > 0 ? fit - 1 : 0);
+    return as.rlim_cur > used ? as.rlim_cur - used : 0;
 }
+
+namespace {
 
 // The workers, started on first use and kept, parked, for the rest of the process: a run makes
 // several parallel calls (the projections, the attention, the output projection), and starting

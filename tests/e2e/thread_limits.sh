@@ -26,4 +26,17 @@ limited unlimited_1024 "true" 1024
 if [ "$(id -u)" != 0 ]; then  # root is not held to RLIMIT_NPROC
     limited nproc_5 "ulimit -u 5" 64
 fi
+# Too little address space for even the calling thread's OpenBLAS buffer: OpenBLAS would retry its
+# mapping forever, so the run must end, either with the output or with exit 3 and one line.
+for kib in 150000 200000; do
+    got=0
+    (ulimit -v "$kib" && exec timeout 60 "$A" mha -q "$W/x.npy" --heads 8 --seed 0 --threads 2 -o "$W/tight.npy") \
+        >"$W/out" 2>"$W/err" || got=$?
+    case $got in
+        0) run 0 "$A" compare "$W/one.npy" "$W/tight.npy" --rtol 1e-4 --atol 1e-5 ;;
+        3) error_line "out of memory" ;;
+        *) fail "ulimit -v $kib: exit $got (124: it hung), expected 0 or 3" ;;
+    esac
+    echo "ok ulimit -v $kib: exit $got"
+done
 echo "thread limits: ok"

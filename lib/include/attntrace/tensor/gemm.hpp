@@ -19,6 +19,11 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
 // on the first larger one, or on a call below that reports on OpenBLAS: single-threaded unless
 // OPENBLAS_NUM_THREADS is set, and with better kernels than a generic fallback (below).
 
+// The buffer OpenBLAS maps for each thread's first product (x86-64; smaller elsewhere). When the
+// mapping fails (`ulimit -v`), OpenBLAS retries forever; so gemm checks, once per thread, that the
+// address space left holds it, and throws InputError "out of memory: ..." (exit 3) when it does not.
+inline constexpr std::size_t kBlasBufferBytes = std::size_t{128} << 20;
+
 // OpenBLAS's own thread count (0 leaves it alone; before OpenBLAS is loaded, the count it will
 // get, 0 for its default). The attention loops set it to 1 while they run their own threads over
 // heads, so the two never oversubscribe the cores. Neither call loads OpenBLAS.

@@ -12,6 +12,10 @@
 
 namespace attntrace {
 
+// The address space this process may still map under `ulimit -v` (RLIMIT_AS less what is mapped
+// now), or SIZE_MAX when it is unlimited.
+std::size_t address_space_left();
+
 // The worker count for REQUESTED threads (0: every core this process may use).
 std::size_t thread_count(std::size_t requested);
 
