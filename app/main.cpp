@@ -3,7 +3,9 @@
 //   0 ok, 1 compare or check found differences, 2 bad command line, 3 bad input, 4 cannot write the output,
 //   70 internal error (a bug: an exception no one expected).
 #include <algorithm>
+#include <atomic>
 #include <csignal>
+#include <cstring>
 #include <cstdlib>
 #include <iostream>
 #include <new>
@@ -11,6 +13,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
@@ -38,6 +42,26 @@ std::string usage_message(const CLI::App& app, const CLI::ParseError& e) {
     if (!app.get_subcommands().empty() || rest.empty()) return e.what();
     const bool option = rest.front().starts_with('-');
     return rest.front() + (option ? ": unknown option" : ": unknown command") + " (see attntrace --help)";
+}
+
+// A model's float32 weights are read in place from the checkpoint's mapping (FileBytes::resident):
+// a file cut short by another process under a running read raises SIGBUS there. Like a pread
+// that comes back short, that is "the file shrank" (exit 3), said in one line; any other SIGBUS
+// is left to kill the process as before. Only async-signal-safe calls.
+extern "C" void on_bus_error(int sig, siginfo_t* info, void*) {
+    if (const char* file = attntrace::mapped_file_at(info->si_addr)) {
+        static std::atomic<bool> reporting{false};  // workers reading the same pages fault too
+        if (reporting.exchange(true))
+            for (;;) ::pause();  // the first one says it and ends the process
+        attntrace::remove_pending_temp_files();
+        const auto say = [](const char* text) { (void)!::write(STDERR_FILENO, text, std::strlen(text)); };
+        say("attntrace: error: ");
+        say(file);
+        say(": the file shrank while it was read\n");
+        ::_exit(attntrace::exit_input);
+    }
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
 }
 
 extern "C" void on_signal(int sig) {
@@ -78,6 +102,10 @@ int main(int argc, char** argv) {
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     std::signal(SIGHUP, on_signal);
+    struct sigaction bus {};
+    bus.sa_sigaction = on_bus_error;
+    bus.sa_flags = SA_SIGINFO;
+    sigaction(SIGBUS, &bus, nullptr);
     std::signal(SIGXFSZ, SIG_IGN);  // past ulimit -f, write(2) fails with EFBIG and is reported (exit 4)
     if (const std::string bad = choose_attention_kernel(); !bad.empty()) return fail(attntrace::exit_usage, bad);
     attntrace::remember_inputs(true);  // no output may replace a file this run read

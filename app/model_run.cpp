@@ -2,6 +2,7 @@
 #include "model_run.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <span>
@@ -90,13 +91,26 @@ namespace {
 template <class T>
 class NpyOutput {
 public:
-    NpyOutput(const std::string& path, const Shape& shape) : path_(path), file_(StreamedFile::open(path)) {
+    NpyOutput(const std::string& path, const Shape& shape) : path_(path), shape_(shape), file_(StreamedFile::open(path)) {
         if (!file_) {
             held_ = Array<T>::from_shape(shape);
             return;
         }
         header_ = npy_header<T>(shape);
         file_->write_at(0, header_);
+    }
+    // Room for the whole tensor, computed in place: the file's own pages when it can be mapped
+    // (no buffer, no copy at commit), else a buffer that commit() writes.
+    T* in_place() {
+        std::size_t count = 1;
+        for (std::size_t d : shape_) count *= d;
+        if (file_ && !held_)
+            if (char* mapped = file_->map(header_.size() + count * sizeof(T))) {
+                std::memcpy(mapped, header_.data(), header_.size());
+                return reinterpret_cast<T*>(mapped + header_.size());
+            }
+        if (!held_) held_ = Array<T>::from_shape(shape_);
+        return held_->data();
     }
     void write(std::size_t first, const T* data, std::size_t count) {
         if (file_)
@@ -105,12 +119,15 @@ public:
             std::copy(data, data + count, held_->data() + first);
     }
     void commit() {
+        if (file_ && held_)
+            file_->write_at(header_.size(), {reinterpret_cast<const char*>(held_->data()), held_->size() * sizeof(T)});
         if (file_) return file_->commit();
         save_tensor(path_, *held_, FileFormat::npy);
     }
 
 private:
     std::string path_;
+    Shape shape_;
     std::unique_ptr<StreamedFile> file_;
     std::string header_;
     std::optional<Array<T>> held_;
@@ -171,12 +188,12 @@ std::vector<std::size_t> prediction_positions(const ModelSession& s, const Seque
 }
 
 template <class T>
-std::vector<Prediction> predictions(const ModelSession& s, const Array<T>& logits, const std::vector<std::size_t>& positions,
+std::vector<Prediction> predictions(const ModelSession& s, const T* logits, const std::vector<std::size_t>& positions,
                                     bool all_rows) {
     std::vector<Prediction> out;
     const std::size_t v = s.model.config.vocab;
     for (std::size_t i = 0; i < positions.size(); ++i) {
-        const T* row = logits.data() + (all_rows ? positions[i] : i) * v;
+        const T* row = logits + (all_rows ? positions[i] : i) * v;
         Prediction p{positions[i], top_candidates(row, v, s.top)};
         if (s.tokenizer)
             for (Candidate& c : p.top)
@@ -268,18 +285,22 @@ ModelTrace run_sequence(const ModelSession& s, const Sequence& seq, bool write_o
     observers.add(&stats);
     if (write_outputs) observers.add(&files.emplace(s, seq.ids.size()));
     if (extra.observer) observers.add(extra.observer);
+    std::optional<NpyOutput<T>> logits_file;  // the head computes into the file's pages
+    if (o.all_logits)
+        o.logits_destination = logits_file.emplace(f.logits, Shape{seq.ids.size(), s.model.config.vocab}).in_place();
     const ForwardResult<T> result = forward<T>(s.model, seq.ids, o, observers);
     ModelTrace trace;
     trace.dir = f.model, trace.config = &s.model.config, trace.dtype = sizeof(T) == 4 ? "float32" : "float64";
     trace.threads = f.threads, trace.tokens = seq.tokens, trace.heads = stats.layers;
     if (f.induction) std::tie(trace.induction, trace.induction_scores) = induction_run<T>(s);
     if (s.top > 0) trace.predicted = s.model.config.causal() ? "next" : "mask";
-    if (result.logits) trace.predictions = predictions(s, *result.logits, positions, o.all_logits);
+    const T* logits = result.logits ? result.logits->data() : static_cast<const T*>(o.logits_destination);
+    if (logits) trace.predictions = predictions(s, logits, positions, o.all_logits);
     auto path_or_null = [&](const std::string& p) { return write_outputs && !p.empty() ? nlohmann::json(p) : nlohmann::json(); };
     trace.outputs = {{"hidden_states", path_or_null(f.hidden_states)},
                      {"attentions", path_or_null(f.attentions)},
                      {"logits", path_or_null(f.logits)}};
-    if (o.all_logits) save_tensor(f.logits, *result.logits, FileFormat::npy);
+    if (logits_file) logits_file->commit();
     if (files) files->commit();
     return trace;
 }

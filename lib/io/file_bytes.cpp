@@ -146,7 +146,44 @@ std::string read_stream(int fd, const std::string& path) {
     return out;
 }
 
+// The mapped files, for mapped_file_at in a SIGBUS handler: a slot is claimed with a
+// compare-exchange on `begin`, its name written, then `end` published; cleared in reverse.
+struct MappedSlot {
+    std::atomic<std::uintptr_t> begin{0}, end{0};
+    char name[256] = {};
+};
+MappedSlot mapped_slots[64];
+
+int register_mapping(const void* data, std::size_t size, const std::string& name) noexcept {
+    const auto begin = reinterpret_cast<std::uintptr_t>(data);
+    for (int i = 0; i < 64; ++i) {
+        std::uintptr_t free = 0;
+        if (!mapped_slots[i].begin.compare_exchange_strong(free, begin)) continue;
+        const std::size_t n = std::min(name.size(), sizeof(mapped_slots[i].name) - 1);
+        std::memcpy(mapped_slots[i].name, name.data(), n);
+        mapped_slots[i].name[n] = '\0';
+        mapped_slots[i].end.store(begin + size);
+        return i;
+    }
+    return -1;  // more than 64 files mapped at once: a SIGBUS in this one is not named
+}
+
+void forget_mapping(int slot) noexcept {
+    if (slot < 0) return;
+    mapped_slots[slot].end.store(0);
+    mapped_slots[slot].begin.store(0);
+}
+
 }  // namespace
+
+const char* mapped_file_at(const void* address) noexcept {
+    const auto at = reinterpret_cast<std::uintptr_t>(address);
+    for (const MappedSlot& slot : mapped_slots) {
+        const std::uintptr_t begin = slot.begin.load(), end = slot.end.load();
+        if (begin != 0 && begin <= at && at < end) return slot.name;
+    }
+    return nullptr;
+}
 
 FileBytes FileBytes::open(const std::string& path) {
     FileBytes file;
@@ -174,6 +211,7 @@ FileBytes FileBytes::open(const std::string& path) {
                 file.mapping_ = mapping;
                 file.data_ = static_cast<const char*>(mapping);
                 file.size_ = size;
+                file.slot_ = register_mapping(mapping, size, path);
                 file.fd_ = std::exchange(closer.fd, -1);  // kept open for copy()
                 return file;
             }
@@ -191,6 +229,7 @@ FileBytes::FileBytes(FileBytes&& other) noexcept
     : name_(std::move(other.name_)),
       size_(std::exchange(other.size_, 0)),
       mapping_(std::exchange(other.mapping_, nullptr)),
+      slot_(std::exchange(other.slot_, -1)),
       fd_(std::exchange(other.fd_, -1)),
       buffer_(std::move(other.buffer_)) {
     data_ = mapping_ != nullptr ? static_cast<const char*>(mapping_) : buffer_.data();
@@ -200,9 +239,11 @@ FileBytes::FileBytes(FileBytes&& other) noexcept
 
 FileBytes& FileBytes::operator=(FileBytes&& other) noexcept {
     if (this == &other) return *this;
+    forget_mapping(slot_);
     if (mapping_ != nullptr) ::munmap(mapping_, size_);
     if (fd_ >= 0) ::close(fd_);
     name_ = std::move(other.name_);
+    slot_ = std::exchange(other.slot_, -1);
     size_ = std::exchange(other.size_, 0);
     mapping_ = std::exchange(other.mapping_, nullptr);
     fd_ = std::exchange(other.fd_, -1);
@@ -211,6 +252,33 @@ FileBytes& FileBytes::operator=(FileBytes&& other) noexcept {
     other.buffer_.clear();
     other.data_ = other.buffer_.data();
     return *this;
+}
+
+const char* FileBytes::resident(std::size_t offset, std::size_t length) const {
+    if (mapping_ == nullptr || length == 0) return data_ + offset;
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    const std::size_t begin = offset / page * page;  // every page the range touches
+    const std::size_t end = std::min(size_, offset + length);
+    // At least 1 MiB per worker (set_read_threads), in page-aligned slices: measured here, two
+    // workers populating a layer took 474 ms for the GPT-2-small bench against 483 ms for one.
+    const std::size_t span = end - begin;
+    const std::size_t workers = std::max<std::size_t>(1, std::min(read_threads(), span / (std::size_t{1} << 20)));
+    const std::size_t per = (span / workers + page - 1) / page * page;
+    std::atomic<bool> failed{false};
+    parallel_for(workers, workers, [&](std::size_t i, std::size_t) {
+        const std::size_t from = std::min(span, i * per), n = std::min(per, span - from);
+        if (n == 0) return;
+        int result;
+        do {
+            result = ::madvise(static_cast<char*>(mapping_) + begin + from, n, MADV_POPULATE_READ);
+        } while (result != 0 && (errno == EINTR || errno == EAGAIN));
+        if (result != 0) failed.store(true);
+    });
+    // Failing (EINVAL: a kernel before 5.14; ENOMEM), the pages fault in as they are read.
+    struct stat info {};
+    if (failed.load() && ::fstat(fd_, &info) == 0 && static_cast<std::size_t>(info.st_size) < end)
+        throw InputError(name_ + ": the file shrank while it was read");
+    return data_ + offset;
 }
 
 void FileBytes::release(std::size_t offset, std::size_t length) const {
@@ -259,6 +327,7 @@ void FileBytes::read_range(std::size_t offset, std::size_t length, void* to) con
 }
 
 FileBytes::~FileBytes() {
+    forget_mapping(slot_);
     if (mapping_ != nullptr) ::munmap(mapping_, size_);
     if (fd_ >= 0) ::close(fd_);
 }

@@ -9,6 +9,11 @@
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
+
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 #include "attntrace/io/file_bytes.hpp"
 #include "attntrace/tensor/errors.hpp"
@@ -228,38 +233,56 @@ Shape part_shape(const Shape& shape, const TensorSpec& spec) {
     return s;
 }
 
-// Columns [C0, C1) of W (ROWS, COLS), transposed into OUT (C1 - C0, ROWS), in 32 x 32 tiles so that
-// both sides stay in cache. GPT-2's Conv1D stores (in, out).
+// Columns [C0, C1) of W (ROWS, COLS), transposed into OUT (C1 - C0, ROWS), 4 rows at a time
+// across the columns (for a 64-column task: 4 cache lines read per row, 64 output rows written
+// 16 bytes at a time, all in L1). GPT-2's Conv1D stores (in, out). Floats on x86-64 go 4 x 4
+// through SSE registers (_MM_TRANSPOSE4_PS, in every x86-64), 4x faster than one at a time.
 template <class T>
 void columns_transposed(const T* w, std::size_t rows, std::size_t cols, std::size_t c0, std::size_t c1, T* out) {
-    constexpr std::size_t tile = 32;
-    for (std::size_t r0 = 0; r0 < rows; r0 += tile)
-        for (std::size_t t0 = c0; t0 < c1; t0 += tile)
-            for (std::size_t c = t0; c < std::min(c1, t0 + tile); ++c)
-                for (std::size_t r = r0; r < std::min(rows, r0 + tile); ++r) out[(c - c0) * rows + r] = w[r * cols + c];
+    std::size_t r0 = 0;
+#if defined(__SSE__)
+    if constexpr (std::is_same_v<T, float>) {
+        for (; r0 + 4 <= rows; r0 += 4) {
+            std::size_t c = c0;
+            for (; c + 4 <= c1; c += 4) {
+                __m128 a0 = _mm_loadu_ps(w + r0 * cols + c), a1 = _mm_loadu_ps(w + (r0 + 1) * cols + c);
+                __m128 a2 = _mm_loadu_ps(w + (r0 + 2) * cols + c), a3 = _mm_loadu_ps(w + (r0 + 3) * cols + c);
+                _MM_TRANSPOSE4_PS(a0, a1, a2, a3);
+                float* o = out + (c - c0) * rows + r0;
+                _mm_storeu_ps(o, a0), _mm_storeu_ps(o + rows, a1), _mm_storeu_ps(o + 2 * rows, a2);
+                _mm_storeu_ps(o + 3 * rows, a3);
+            }
+            for (; c < c1; ++c)
+                for (std::size_t r = r0; r < r0 + 4; ++r) out[(c - c0) * rows + r] = w[r * cols + c];
+        }
+    }
+#endif
+    for (; r0 < rows; ++r0)
+        for (std::size_t c = c0; c < c1; ++c) out[(c - c0) * rows + r0] = w[r0 * cols + c];
 }
 
 // The part of STORED that feeds SPEC.feeds[WHICH], in the core's (out, in) layout, into OUT. NeoX /
 // BLOOM fused rows (3E, ...) are laid out per head as [q_h; k_h; v_h], each P rows: the WHICH-th
 // block of every head, stacked (H*P, ...); Conv1D's columns are transposed; else a block of rows.
 template <class T>
-void part_into(const Array<T>& stored, const TensorSpec& spec, std::size_t which, const LayerConfig& c, T* out) {
+void part_into(const T* data, const Shape& shape, const TensorSpec& spec, std::size_t which, const LayerConfig& c,
+               T* out) {
     const std::size_t parts = spec.feeds.size();
-    const std::size_t row = stored.dimension() == 2 ? stored.shape()[1] : 1;
+    const std::size_t row = shape.size() == 2 ? shape[1] : 1;
     if (spec.fused == Fused::per_head) {
         const std::size_t p = c.head_dim;
         for (std::size_t h = 0; h < c.heads; ++h) {
-            const T* src = stored.data() + (h * 3 * p + which * p) * row;
+            const T* src = data + (h * 3 * p + which * p) * row;
             std::copy(src, src + p * row, out + h * p * row);
         }
         return;
     }
-    if (spec.stored == Stored::conv1d && stored.dimension() == 2) {  // (in, out): columns, transposed
-        const std::size_t part = stored.shape()[1] / parts;
-        return columns_transposed(stored.data(), stored.shape()[0], stored.shape()[1], which * part, (which + 1) * part, out);
+    if (spec.stored == Stored::conv1d && shape.size() == 2) {  // (in, out): columns, transposed
+        const std::size_t part = shape[1] / parts;
+        return columns_transposed(data, shape[0], shape[1], which * part, (which + 1) * part, out);
     }
-    const std::size_t n = stored.shape()[0] / parts * row;
-    std::copy(stored.data() + which * n, stored.data() + (which + 1) * n, out);
+    const std::size_t n = shape[0] / parts * row;
+    std::copy(data + which * n, data + (which + 1) * n, out);
 }
 
 // Where PARAM of W is read to: its array when it already has SHAPE (the previous layer's, whose
@@ -314,12 +337,28 @@ void load_layer_weights(const CheckpointLayer& layer, LayerWeights<T>& w) {
                 layer.files->read_into(stored->name, slot(w, spec.feeds.front(), stored->shape));
                 continue;
             }
-            const Array<T> a = layer.files->template read<T>(stored->name);
+            // Read in place when the file holds T already (a float32 checkpoint), else converted.
+            std::optional<Array<T>> converted;
+            const T* data = layer.files->template in_place<T>(stored->name);
+            if (!data) data = converted.emplace(layer.files->template read<T>(stored->name)).data();
             std::vector<T*> parts;
             for (const Canonical param : spec.feeds) parts.push_back(slot(w, param, part_shape(stored->shape, spec)));
-            parallel_for(parts.size(), read_threads(), [&](std::size_t i, std::size_t) {
-                part_into(a, spec, i, layer.config, parts[i]);  // q, k and v on the read workers
-            });
+            if (spec.stored == Stored::conv1d && stored->shape.size() == 2 && spec.fused != Fused::per_head) {
+                // Transposed in blocks of 64 columns, as many tasks as the read workers can share.
+                constexpr std::size_t chunk = 64;
+                const std::size_t rows = stored->shape[0], part = stored->shape[1] / parts.size();
+                const std::size_t per_part = (part + chunk - 1) / chunk;
+                parallel_for(parts.size() * per_part, read_threads(), [&](std::size_t task, std::size_t) {
+                    const std::size_t i = task / per_part, c0 = i * part + task % per_part * chunk;
+                    const std::size_t c1 = std::min(c0 + chunk, (i + 1) * part);
+                    columns_transposed(data, rows, stored->shape[1], c0, c1, parts[i] + (c0 - i * part) * rows);
+                });
+            } else {
+                parallel_for(parts.size(), read_threads(), [&](std::size_t i, std::size_t) {
+                    part_into(data, stored->shape, spec, i, layer.config, parts[i]);  // q, k and v on the read workers
+                });
+            }
+            if (!converted) layer.files->release(stored->name);
         }
 }
 

@@ -3,8 +3,12 @@
 // model.safetensors.index.json lists, or one .safetensors file. Each file is opened (memory-mapped,
 // header parsed) when one of its tensors is first asked for; a tensor is read converted to T, and
 // its pages are dropped once read. Internal to lib/model.
+#include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <map>
 #include <memory>
+#include <type_traits>
 #include <string>
 
 #include "attntrace/io/file_bytes.hpp"
@@ -39,6 +43,37 @@ public:
         const SafetensorsIndex::Tensor& t = s.index.tensors.at(name);
         read_safetensors_rows<T>(s.bytes.bytes(), s.index, name, 0, t.shape.empty() ? 1 : t.shape[0], out, &s.bytes);
         s.bytes.release(t.offset, t.nbytes);
+    }
+
+    // NAME's values read in place when the file already holds them as T (F32 for float, F64 for
+    // double, aligned, on a little-endian machine): a pointer into the file's bytes, its pages
+    // mapped (FileBytes::resident), valid while this object lives; nullptr when they need
+    // converting (read_into them instead). release() drops the pages once they are used.
+    // With R0, R1: rows [R0, R1) only (a block of an LM head), the pointer to row R0.
+    template <class T>
+    const T* in_place(const std::string& name, std::size_t r0 = 0, std::size_t r1 = SIZE_MAX) {
+        static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+        if constexpr (std::endian::native != std::endian::little) return nullptr;
+        const Shard& s = shard(name);
+        const SafetensorsIndex::Tensor& t = s.index.tensors.at(name);
+        if (t.dtype != (std::is_same_v<T, float> ? "F32" : "F64")) return nullptr;
+        const std::size_t rows = t.shape.empty() ? 1 : t.shape[0];
+        const std::size_t row = rows ? t.nbytes / rows : 0;
+        r1 = std::min(r1, rows);
+        if (r0 > r1) return nullptr;
+        const char* at = s.bytes.resident(t.offset + r0 * row, (r1 - r0) * row);
+        if (reinterpret_cast<std::uintptr_t>(at) % alignof(T) != 0) return nullptr;
+        return reinterpret_cast<const T*>(at);
+    }
+    // Drops the pages of rows [R0, R1) of NAME (all of it by default) from memory, when mapped.
+    void release(const std::string& name, std::size_t r0 = 0, std::size_t r1 = SIZE_MAX) {
+        const Shard& s = shard(name);
+        const SafetensorsIndex::Tensor& t = s.index.tensors.at(name);
+        const std::size_t rows = t.shape.empty() ? 1 : t.shape[0];
+        if (rows == 0) return;
+        const std::size_t row = t.nbytes / rows;
+        r1 = std::min(r1, rows);
+        if (r0 < r1) s.bytes.release(t.offset + r0 * row, (r1 - r0) * row);
     }
 
     // Rows [R0, R1) of NAME converted to T into OUT: a block of an embedding table or LM head.

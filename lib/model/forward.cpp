@@ -62,7 +62,7 @@ template <class T>
 void product(const T* x, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1, const Linear<T>& w, T* y,
              std::size_t ldy, T beta) {
     const std::size_t in = w.in(), out = w.out();
-    const T* b = w.conv1d ? w.w.data() + c0 : w.w.data() + c0 * in;
+    const T* b = w.conv1d ? w.weight() + c0 : w.weight() + c0 * in;
     gemm<T>(false, !w.conv1d, r1 - r0, c1 - c0, in, T(1), x + r0 * in, in, b, w.conv1d ? out : in, beta,
             y + r0 * ldy + c0, ldy);
 }
@@ -228,7 +228,8 @@ Array<T> mlm_transform(const Model& model, const Array<T>& x, std::size_t thread
     const ModelConfig& m = model.config;
     const ModelTensors& t = *model.tensors;
     const std::size_t p = x.shape()[0];
-    Linear<T> dense{*load_small<T>(t, t.head, Canonical::head_dense), load_small<T>(t, t.head, Canonical::head_dense_bias)};
+    Linear<T> dense{*load_small<T>(t, t.head, Canonical::head_dense), load_small<T>(t, t.head, Canonical::head_dense_bias),
+                    false, nullptr, {}};
     Array<T> y = Array<T>::from_shape({p, m.hidden});
     linear(x.data(), p, dense, y.data(), m.hidden, T(0), threads);
     activate(m.head_activation, y.data(), p, m.hidden, m.hidden, nullptr);
@@ -241,9 +242,10 @@ Array<T> mlm_transform(const Model& model, const Array<T>& x, std::size_t thread
 
 // head: logits (P, V) of X (P, E) after the final norm: X · Wᵀ (+ bias), W (V, E) the head's
 // own or the token embeddings, read in blocks of kHeadRows vocabulary rows, one block per task,
-// each worker converting its block into its own buffer: W is never held whole.
+// each worker converting its block into its own buffer, or reading it in place when the file
+// holds it as T, its pages dropped after: W is never held whole.
 template <class T>
-Array<T> head(const Model& model, const Array<T>& final, std::size_t threads) {
+Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T* destination = nullptr) {
     constexpr std::size_t kHeadRows = 512;
     const ModelConfig& m = model.config;
     const ModelTensors& t = *model.tensors;
@@ -252,25 +254,28 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads) {
                                   : ModelTensors::find(t.head, Canonical::head_decoder);
     const auto bias = load_small<T>(t, t.head, Canonical::head_bias);
     const std::size_t p = x.shape()[0], e = m.hidden, v = m.vocab, blocks = (v + kHeadRows - 1) / kHeadRows;
-    Array<T> logits = Array<T>::from_shape({p, v});
+    Array<T> held;  // empty when the caller gave the (P, V) logits their place
+    T* logits = destination ? destination : (held = Array<T>::from_shape({p, v})).data();
     threads = std::min(threads, blocks);
-    std::vector<std::vector<T>> staged(threads, std::vector<T>(kHeadRows * e));
+    const T* in_file = t.files->in_place<T>(w->stored.name, 0, 0);  // each block's pages mapped by its task
+    std::vector<std::vector<T>> staged(in_file ? 0 : threads, std::vector<T>(kHeadRows * e));
     parallel_for(blocks, threads, [&](std::size_t blk, std::size_t worker) {
         const std::size_t v0 = blk * kHeadRows, v1 = std::min(v, v0 + kHeadRows);
-        T* rows = staged[worker].data();
-        t.files->read_rows(w->stored.name, v0, v1, rows);
-        gemm<T>(false, true, p, v1 - v0, e, T(1), x.data(), e, rows, e, T(0), logits.data() + v0, v);
+        const T* rows = in_file ? t.files->in_place<T>(w->stored.name, v0, v1) : staged[worker].data();
+        if (!in_file) t.files->read_rows(w->stored.name, v0, v1, staged[worker].data());
+        gemm<T>(false, true, p, v1 - v0, e, T(1), x.data(), e, rows, e, T(0), logits + v0, v);
         if (bias)
             for (std::size_t r = 0; r < p; ++r)
-                for (std::size_t c = v0; c < v1; ++c) logits.data()[r * v + c] += bias->data()[c];
+                for (std::size_t c = v0; c < v1; ++c) logits[r * v + c] += bias->data()[c];
+        if (in_file) t.files->release(w->stored.name, v0, v1);
     });
-    return logits;
+    return held;
 }
 
 // The logits asked for: every position, or the rows of LOGIT_POSITIONS.
 template <class T>
 Array<T> logits(const Model& model, const Activations<T>& a, const ForwardOptions& o) {
-    if (o.all_logits) return head(model, a.x, a.threads);
+    if (o.all_logits) return head(model, a.x, a.threads, static_cast<T*>(o.logits_destination));
     Array<T> rows = Array<T>::from_shape({o.logit_positions.size(), a.e});
     for (std::size_t i = 0; i < o.logit_positions.size(); ++i) {
         const T* src = a.x.data() + o.logit_positions[i] * a.e;
@@ -300,13 +305,17 @@ ForwardResult<T> forward(const Model& model, const std::vector<std::uint32_t>& i
     for (std::size_t n = 0; n < layers; ++n) {
         load_block(*model.tensors, n, w);
         block(m, w, n, a, options, observer);
+        release_block(*model.tensors, n);
         if (n + 1 == m.layers.size()) final_norm(model, a);
         observer.hidden_state(n + 1, a.x.data(), a.l, a.e);
     }
     w = {};  // the head's blocks take its place
     ForwardResult<T> result;
     result.layers_run = layers;
-    if (need_head) result.logits = logits(model, a, options);
+    if (need_head) {
+        Array<T> computed = logits(model, a, options);
+        if (!(options.all_logits && options.logits_destination)) result.logits = std::move(computed);
+    }
     return result;
 }
 

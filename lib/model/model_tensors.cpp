@@ -16,6 +16,7 @@ T* slot(BlockWeights<T>& w, Canonical what, const Shape& shape, bool conv1d) {
     };
     auto linear = [&](Linear<T>& l) {
         l.conv1d = conv1d;
+        l.in_file = nullptr;
         if (shape_of(l.w) != shape) l.w = Array<T>::from_shape(shape);
         return l.w.data();
     };
@@ -34,13 +35,36 @@ T* slot(BlockWeights<T>& w, Canonical what, const Shape& shape, bool conv1d) {
     }
 }
 
+// The Linear of W that WHAT (a weight, not a bias) feeds, or nullptr.
+template <class T>
+Linear<T>* linear_of(BlockWeights<T>& w, Canonical what) {
+    switch (what) {
+    case Canonical::fc_in: return &w.fc_in;
+    case Canonical::fc_gate: return w.gate ? &*w.gate : &w.gate.emplace();
+    case Canonical::fc_out: return &w.fc_out;
+    default: return nullptr;
+    }
+}
+
 }  // namespace
 
 template <class T>
 void load_block(const ModelTensors& t, std::size_t layer, BlockWeights<T>& w) {
     load_layer_weights(t.attention[layer], w.attention);
-    for (const ModelTensor& m : t.blocks[layer])
-        t.files->read_into(m.stored.name, slot(w, m.spec.feeds.front(), m.stored.shape, m.spec.stored == Stored::conv1d));
+    for (const ModelTensor& m : t.blocks[layer]) {
+        const bool conv1d = m.spec.stored == Stored::conv1d;
+        Linear<T>* l = m.stored.shape.size() == 2 ? linear_of(w, m.spec.feeds.front()) : nullptr;
+        if (l)
+            if (const T* in_file = t.files->in_place<T>(m.stored.name)) {
+                *l = Linear<T>{Array<T>{}, std::move(l->b), conv1d, in_file, m.stored.shape};
+                continue;
+            }
+        t.files->read_into(m.stored.name, slot(w, m.spec.feeds.front(), m.stored.shape, conv1d));
+    }
+}
+
+void release_block(const ModelTensors& t, std::size_t layer) {
+    for (const ModelTensor& m : t.blocks[layer]) t.files->release(m.stored.name);
 }
 
 template <class T>

@@ -63,11 +63,14 @@ CheckpointLayer resolve_layer(const std::string& dir, const nlohmann::json& conf
 // A linear layer: y = x · Wᵀ + b for W (out, in); GPT-2's Conv1D keeps W as stored, (in, out).
 template <class T>
 struct Linear {
-    Array<T> w;
-    std::optional<Array<T>> b;  // (out)
-    bool conv1d = false;        // W is (in, out)
-    std::size_t out() const { return w.shape()[conv1d ? 1 : 0]; }
-    std::size_t in() const { return w.shape()[conv1d ? 0 : 1]; }
+    Array<T> w;                    // (out, in), or (in, out) with conv1d; empty when `in_file` holds W
+    std::optional<Array<T>> b;     // (out)
+    bool conv1d = false;           // W is (in, out)
+    const T* in_file = nullptr;    // W read in place from the checkpoint (already T), of shape `shape`
+    Shape shape;
+    const T* weight() const { return in_file ? in_file : w.data(); }
+    std::size_t out() const { return in_file ? shape[conv1d ? 1 : 0] : w.shape()[conv1d ? 1 : 0]; }
+    std::size_t in() const { return in_file ? shape[conv1d ? 0 : 1] : w.shape()[conv1d ? 0 : 1]; }
 };
 
 // One block's weights in the compute type: its attention as mha --model runs it, and the rest.
@@ -83,8 +86,11 @@ struct BlockWeights {
 
 // Layer N's block into W, each array of W reused when it has the shape needed (the previous
 // layer's: its pages are present, so nothing is faulted in and zeroed again).
+// A linear layer's weight already stored as T (a float32 checkpoint run in float32) is read in
+// place from the file's pages, not copied: release_block drops them once the layer has run.
 template <class T>
 void load_block(const ModelTensors& tensors, std::size_t layer, BlockWeights<T>& w);
+void release_block(const ModelTensors& tensors, std::size_t layer);
 
 // A small tensor (a norm's weight) of LIST feeding WHAT, or nullopt when the list has none.
 template <class T>

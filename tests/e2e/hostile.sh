@@ -242,6 +242,23 @@ same piped.npy x.npy
 # ---- non-finite and extreme values ---------------------------------------------------------------
 # JSON tensor files hold NaN, Infinity and -Infinity as Python's json writes them: read as Python does
 printf '{"shape": [2, 3], "dtype": "float32", "data": [[NaN, 1.5, -Infinity], [Infinity, -0.0, 2]]}' >nonfinite.json
+# ---- a model's weights cut short while they are read in place ----------------------------------
+# A float32 checkpoint run in float32 is read from its mapping (FileBytes::resident). Cut short
+# by another process before a layer is read, the populating madvise fails and the size says why;
+# cut short after the pages were mapped, the reads themselves raise SIGBUS, which app/main.cpp
+# turns into the same line. Both: exit 3, one line naming the file, no logits file.
+mkdir cutwd
+for after in "" 1; do
+    begin "a model file cut short under the run"
+    rm -rf cut && cp -r "$FIXTURES/models/full_gpt2" cut
+    got=0
+    FAULT_SHRINK_ON_POPULATE=cut/model.safetensors FAULT_SHRINK_AFTER_POPULATE=$after LD_PRELOAD=$WRITE_FAULTS \
+        "$A" model cut --ids cut/ids.npy --logits cutwd/logits.npy >out 2>err || got=$?
+    [ "$got" = 3 ] || fail "after='$after': exit $got, expected 3"
+    error_line "cut/model.safetensors: the file shrank while it was read"
+    [ -z "$(ls -A cutwd)" ] || fail "after='$after': left $(ls -A cutwd)"
+done
+
 begin "non-finite and extreme values"
 run 0 "$A" convert nonfinite.json nonfinite.npy
 "$PYTHON" - <<'PY' || fail "NaN/Infinity read differently from Python's json"

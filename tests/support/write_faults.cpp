@@ -4,9 +4,15 @@
 //                        bytes up to N and SIGKILL the process: a kill -9 in the middle of a write
 //   FAULT_NO_TMPFILE=1   open(DIR, O_TMPFILE ...) fails with EOPNOTSUPP, as on a file system
 //                        without O_TMPFILE (attntrace then falls back to a named temp file)
+// and a read fault: a model file cut short by another process while attntrace reads it in place.
+//   FAULT_SHRINK_ON_POPULATE=PATH  the first madvise(MADV_POPULATE_READ) truncates PATH to 4 KiB
+//                        first (then fails as on a file cut short)
+//   FAULT_SHRINK_AFTER_POPULATE=1  ... and that madvise then reports success: the file was cut
+//                        after its pages were mapped, before they are read, so the reads raise SIGBUS
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -66,4 +72,18 @@ extern "C" int open64(const char* path, int flags, ...) {
     const mode_t mode = mode_argument(flags, args);
     va_end(args);
     return open_with("open64", path, flags, mode);
+}
+
+extern "C" int madvise(void* address, size_t length, int advice) {
+    using MadviseFn = int (*)(void*, size_t, int);
+    static const auto real = reinterpret_cast<MadviseFn>(dlsym(RTLD_NEXT, "madvise"));
+    static bool shrunk = false;
+    const char* victim = std::getenv("FAULT_SHRINK_ON_POPULATE");
+    if (advice == MADV_POPULATE_READ && victim != nullptr && *victim != '\0' && !shrunk) {
+        shrunk = true;
+        if (::truncate(victim, 4096) != 0) ::raise(SIGKILL);  // the test cannot go on
+        const char* after = std::getenv("FAULT_SHRINK_AFTER_POPULATE");
+        if (after != nullptr && *after != '\0') return 0;
+    }
+    return real(address, length, advice);
 }

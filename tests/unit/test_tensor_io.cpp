@@ -216,7 +216,62 @@ TEST_CASE("a moved FileBytes still holds its bytes, short buffered ones included
     CHECK(moved_map.name() == "-");
 }
 
+TEST_CASE("FileBytes::resident gives the mapped bytes in place; mapped_file_at names their file while mapped") {
+    TempDir dir;
+    std::string text(3 << 20, 'a');  // 3 MiB: populated by more than one worker when allowed
+    for (std::size_t i = 0; i < text.size(); i += 4096) text[i] = static_cast<char>('b' + i / 4096 % 20);
+    write_file(dir / "big.bin", text);
+    attntrace::set_read_threads(2);
+    std::optional<FileBytes> file(FileBytes::open(dir / "big.bin"));
+    const char* at = file->resident(4096, text.size() - 8192);
+    CHECK(at == file->bytes().data() + 4096);
+    CHECK(std::string_view(at, text.size() - 8192) == std::string_view(text).substr(4096, text.size() - 8192));
+    CHECK(std::string(attntrace::mapped_file_at(at + 100)) == dir / "big.bin");
+    CHECK(attntrace::mapped_file_at(text.data()) == nullptr);  // not a mapping of a file
+    const void* inside = at;
+    file.reset();
+    CHECK(attntrace::mapped_file_at(inside) == nullptr);  // unmapped: forgotten
+    attntrace::set_read_threads(1);
+}
+
+TEST_CASE("FileBytes::resident: a file cut short since it was opened is an InputError naming it") {
+    TempDir dir;
+    write_file(dir / "cut.bin", std::string(1 << 20, 'x'));
+    const FileBytes file = FileBytes::open(dir / "cut.bin");
+    REQUIRE(::truncate((dir / "cut.bin").c_str(), 4096) == 0);
+    CHECK(error_of<InputError>([&] { file.resident(8192, 65536); }) == dir / "cut.bin" + ": the file shrank while it was read");
+    CHECK(file.resident(0, 4096)[0] == 'x');  // what is still there reads as before
+}
+
 // ---- writing -------------------------------------------------------------------------------------
+
+TEST_CASE("StreamedFile::map: bytes stored in the mapping are the file's once committed, and nothing before") {
+    TempDir dir;
+    for (const bool existing : {false, true}) {
+        if (existing) write_file(dir / "m.bin", "old");
+        auto file = StreamedFile::open(dir / "m.bin");
+        REQUIRE(file);
+        char* mapped = file->map(10000);
+        REQUIRE(mapped != nullptr);
+        CHECK(file->map(10) == nullptr);  // once
+        for (int i = 0; i < 10000; ++i) mapped[i] = static_cast<char>('a' + i % 26);
+        CHECK(entries(dir.path) == (existing ? std::set<std::string>{"m.bin"} : std::set<std::string>{}));
+        if (existing) CHECK(read_file(dir / "m.bin") == "old");
+        file->commit();
+        const std::string bytes = read_file(dir / "m.bin");
+        REQUIRE(bytes.size() == 10000);
+        CHECK(bytes[0] == 'a');
+        CHECK(bytes[9999] == static_cast<char>('a' + 9999 % 26));
+        CHECK(entries(dir.path) == std::set<std::string>{"m.bin"});
+    }
+    {  // dropped uncommitted: the old file as it was, no temp file
+        auto file = StreamedFile::open(dir / "m.bin");
+        std::memset(file->map(4096), 'z', 4096);
+    }
+    CHECK(read_file(dir / "m.bin").size() == 10000);
+    CHECK(entries(dir.path) == std::set<std::string>{"m.bin"});
+}
+
 
 TEST_CASE("save_tensor writes the format its extension names, or the one given") {
     TempDir dir;

@@ -39,6 +39,13 @@ public:
     // Throws InputError when the file shrank or cannot be read.
     void copy(std::size_t offset, std::size_t length, void* to) const;
 
+    // Bytes [OFFSET, OFFSET + LENGTH) (inside bytes()) to be read in place, without a copy: for a
+    // mapped file its pages are mapped in one madvise(MADV_POPULATE_READ) first (a fault per
+    // 64 KiB otherwise). For a model's float32 weights, which need no conversion. Throws InputError
+    // when the file shrank; should it shrink later, while the bytes are read, the process gets
+    // SIGBUS, which app/ turns into that same one-line error (mapped_file_at).
+    const char* resident(std::size_t offset, std::size_t length) const;
+
     // Drops the pages of bytes [OFFSET, OFFSET + LENGTH) from memory when the file is mapped (they
     // are read again from the file if touched): a tensor converted once need not stay resident.
     void release(std::size_t offset, std::size_t length) const;
@@ -51,9 +58,14 @@ private:
     const char* data_ = nullptr;
     std::size_t size_ = 0;
     void* mapping_ = nullptr;   // non-null when mmap'ed
+    int slot_ = -1;             // its entry for mapped_file_at, or -1
     int fd_ = -1;               // the mapped file, open for copy(); -1 when not mapped
     std::string buffer_;        // holds stdin / pipe contents
 };
+
+// The name of the mapped input file whose mapping holds ADDRESS, or nullptr: for a SIGBUS handler
+// (async-signal-safe: it reads a fixed table, which FileBytes keeps for up to 64 mappings).
+const char* mapped_file_at(const void* address) noexcept;
 
 // How many workers FileBytes::copy may use for one large read (0: every core this process may
 // use; 1, the default: the calling thread only). app/ sets it from --threads.

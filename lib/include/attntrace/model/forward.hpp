@@ -80,6 +80,9 @@ struct ForwardOptions {
     std::size_t pooled_cells = 0;      // > 0: LayerAttention::pooled, at most this many cells per axis
     std::size_t layers = 0;            // run layers 0 .. layers - 1 only (0: all; the head needs all)
     bool all_logits = false;           // the logits of every position
+    // With all_logits: where the (L, V) logits go, room for L * V values of the compute type (a
+    // file's mapped data, so that no copy of them is made), instead of ForwardResult::logits.
+    void* logits_destination = nullptr;
     std::vector<std::size_t> logit_positions;  // else of these positions (none: no head)
     std::size_t threads = 0;           // 0: every core this process may use
 };
@@ -87,7 +90,8 @@ struct ForwardOptions {
 template <class T>
 struct ForwardResult {
     std::size_t layers_run = 0;
-    std::optional<Array<T>> logits;  // (P, V): P = L with all_logits, else logit_positions.size()
+    std::optional<Array<T>> logits;  // (P, V): P = L with all_logits, else logit_positions.size();
+                                     // none when ForwardOptions::logits_destination holds them
 };
 
 // Runs MODEL on IDS (checked with check_ids first; "ids" names them in messages). The head runs
