@@ -102,6 +102,16 @@ for no_tmpfile in "" 1; do  # with O_TMPFILE, and with the named temp file it fa
     error_line "wd/t.npy: File too large"
     same wd/t.npy t.orig
     only_entries wd t.npy
+    # the logits are computed into their file's mapped pages: its blocks are reserved before the
+    # run, so a file that cannot grow is this same error, never a SIGBUS mid-run
+    begin "a write that fails"
+    got=0
+    (ulimit -f 8; FAULT_NO_TMPFILE=$no_tmpfile LD_PRELOAD=$WRITE_FAULTS "$A" model "$FIXTURES/models/full_gpt2" \
+        --ids "$FIXTURES/models/full_gpt2/ids.npy" --logits wd/t.npy) >out 2>err || got=$?
+    [ "$got" = 4 ] || fail "ulimit -f, model --logits: exit $got, expected 4"
+    error_line "wd/t.npy: File too large"
+    same wd/t.npy t.orig
+    only_entries wd t.npy
 done
 for out in /dev/full; do
     begin "a write that fails"
