@@ -5,6 +5,7 @@ plus the activations, plus 200 MB, whatever the number of layers).
 
   make_big_checkpoint.py DIR --gb N [--family llama|mistral|qwen2|qwen3] [--hidden E]
                          [--intermediate I] [--heads H] [--kv-heads G] [--vocab V] [--shard-gb S]
+                         [--f32]
 
 Writes DIR/config.json, DIR/model-0000K-of-0000M.safetensors (shards of about S GB, default 2, as
 save_pretrained's max_shard_size does; one layer may span two shards) and
@@ -14,7 +15,10 @@ DIR/model.safetensors.index.json, with as many layers as bring the total to abou
 chunks of numpy random bits, shaped into bf16 numbers of magnitude 2^-9 .. 2^-5 with a random sign
 (finite, so a forward stays finite; the norm gains are exactly 1.0). Speed is the disk's: 2 GB took
 16 s on a 2-core development machine (3 s of it CPU). Default shape: E 2048, I 5632, 16 heads, 4 kv
-heads, vocab 32000, untied: 90 MB of bf16 a layer (180 MB in f32), 19 layers for --gb 2.
+heads, vocab 32000, untied: 90 MB of bf16 a layer (180 MB in f32), 19 layers for --gb 2. With
+--f32 the same numbers are stored as F32 (the bf16 bits widened; torch_dtype float32), which a
+float32 run reads in place from the mapping instead of converting; "layer_bytes_bf16" stays the
+bf16 size of a layer.
 """
 import argparse
 import json
@@ -51,12 +55,16 @@ def numel(shape):
     return int(np.prod(shape, dtype=np.int64))
 
 
+def element_bytes(a):
+    return 4 if a.f32 else 2
+
+
 def config(a, layers):
     cfg = {"architectures": [ARCHITECTURES[a.family]], "model_type": a.family, "hidden_act": "silu",
            "hidden_size": a.hidden, "intermediate_size": a.intermediate, "num_attention_heads": a.heads,
            "num_key_value_heads": a.kv_heads, "num_hidden_layers": layers, "head_dim": a.hidden // a.heads,
            "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-           "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": a.vocab,
+           "tie_word_embeddings": False, "torch_dtype": "float32" if a.f32 else "bfloat16", "vocab_size": a.vocab,
            "bos_token_id": 1, "eos_token_id": 2, "attention_bias": False, "transformers_version": "4.46.3"}
     if a.family in ("qwen2", "qwen3"):
         cfg.update(use_sliding_window=False, sliding_window=None, max_window_layers=layers)
@@ -65,8 +73,9 @@ def config(a, layers):
     return cfg
 
 
-def write_tensor(f, name, shape, rng):
-    """Stream numel(shape) bf16 values: gains (names ending norm.weight) 1.0, everything else random."""
+def write_tensor(f, name, shape, rng, f32):
+    """Stream numel(shape) bf16 values (widened to F32 with F32): gains (names ending norm.weight)
+    1.0, everything else random."""
     left = numel(shape)
     while left:
         n = min(left, CHUNK)
@@ -75,23 +84,26 @@ def write_tensor(f, name, shape, rng):
         else:  # sign and mantissa random, exponent 118..121: |x| in [2^-9, 2^-5)
             r = rng.integers(0, 1 << 16, size=n, dtype=np.uint16)
             bits = (r & np.uint16(0x807F)) | ((np.uint16(118) + ((r >> np.uint16(7)) & np.uint16(3))) << np.uint16(7))
-        f.write(bits.astype("<u2", copy=False).tobytes())
+        if f32:
+            f.write((bits.astype("<u4") << np.uint32(16)).astype("<u4", copy=False).tobytes())
+        else:
+            f.write(bits.astype("<u2", copy=False).tobytes())
         left -= n
 
 
-def write_shard(path, tensors, rng):
+def write_shard(path, tensors, rng, f32):
     """One .safetensors file: the header (8-byte length, JSON padded to 8) then the data, in order."""
     header, at = {"__metadata__": {"format": "pt"}}, 0
     for name, shape in tensors:
-        size = 2 * numel(shape)
-        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [at, at + size]}
+        size = (4 if f32 else 2) * numel(shape)
+        header[name] = {"dtype": "F32" if f32 else "BF16", "shape": list(shape), "data_offsets": [at, at + size]}
         at += size
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text)
         for name, shape in tensors:
-            write_tensor(f, name, shape, rng)
+            write_tensor(f, name, shape, rng, f32)
     return at
 
 
@@ -107,6 +119,7 @@ def main(argv=None):
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--shard-gb", type=float, default=2.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--f32", action="store_true", help="store F32 (the same values) instead of BF16")
     a = ap.parse_args(argv)
     if a.hidden % a.heads or a.heads % a.kv_heads:
         ap.error("--hidden must be a multiple of --heads, and --heads of --kv-heads")
@@ -115,22 +128,22 @@ def main(argv=None):
             ("lm_head.weight", (a.vocab, a.hidden))]
     layer_bytes = 2 * sum(numel(s) for _, s in layer_shapes(a, 0))
     end_bytes = 2 * sum(numel(s) for _, s in ends)
-    layers = max(1, round((a.gb * 1e9 - end_bytes) / layer_bytes))
+    layers = max(1, round((a.gb * 1e9 - element_bytes(a) // 2 * end_bytes) / (element_bytes(a) // 2 * layer_bytes)))
     order = [ends[0]] + [t for n in range(layers) for t in layer_shapes(a, n)] + ends[1:]
     shards, current, size = [], [], 0
     for name, shape in order:  # fill shards in order, as huggingface_hub's split_torch_state_dict_into_shards
-        if current and size + 2 * numel(shape) > a.shard_gb * 1e9:
+        if current and size + element_bytes(a) * numel(shape) > a.shard_gb * 1e9:
             shards.append(current)
             current, size = [], 0
         current.append((name, shape))
-        size += 2 * numel(shape)
+        size += element_bytes(a) * numel(shape)
     shards.append(current)
     os.makedirs(a.dir, exist_ok=True)
     rng = np.random.default_rng(a.seed)
     weight_map, total = {}, 0
     for i, tensors in enumerate(shards, start=1):
         fname = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
-        total += write_shard(os.path.join(a.dir, fname), tensors, rng)
+        total += write_shard(os.path.join(a.dir, fname), tensors, rng, a.f32)
         weight_map.update({name: fname for name, _ in tensors})
     with open(os.path.join(a.dir, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2, sort_keys=True)
