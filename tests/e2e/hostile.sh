@@ -269,6 +269,17 @@ for after in "" 1; do
     [ -z "$(ls -A cutwd)" ] || fail "after='$after': left $(ls -A cutwd)"
 done
 
+# ---- a file system without fallocate: the logits go through a buffer, the same bytes -------------
+for no_tmpfile in "" 1; do
+    begin "a file system without fallocate"
+    FAULT_NO_FALLOCATE=1 FAULT_NO_TMPFILE=$no_tmpfile LD_PRELOAD=$WRITE_FAULTS run 0 "$A" model \
+        "$FIXTURES/models/full_gpt2" --ids "$FIXTURES/models/full_gpt2/ids.npy" --logits cutwd/buffered.npy
+    run 0 "$A" model "$FIXTURES/models/full_gpt2" --ids "$FIXTURES/models/full_gpt2/ids.npy" --logits cutwd/mapped.npy
+    cmp -s cutwd/buffered.npy cutwd/mapped.npy || fail "no_tmpfile='$no_tmpfile': the buffered logits differ"
+    only_entries cutwd buffered.npy mapped.npy
+    rm cutwd/buffered.npy cutwd/mapped.npy
+done
+
 begin "non-finite and extreme values"
 run 0 "$A" convert nonfinite.json nonfinite.npy
 "$PYTHON" - <<'PY' || fail "NaN/Infinity read differently from Python's json"
