@@ -102,10 +102,8 @@ public:
     // Room for the whole tensor, computed in place: the file's own pages when it can be mapped
     // (no buffer, no copy at commit), else a buffer that commit() writes.
     T* in_place() {
-        std::size_t count = 1;
-        for (std::size_t d : shape_) count *= d;
         if (file_ && !held_)
-            if (char* mapped = file_->map(header_.size() + count * sizeof(T))) {
+            if (char* mapped = file_->map(header_.size() + *checked_element_count(shape_) * sizeof(T))) {
                 std::memcpy(mapped, header_.data(), header_.size());
                 return reinterpret_cast<T*>(mapped + header_.size());
             }
