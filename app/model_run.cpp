@@ -2,7 +2,6 @@
 #include "model_run.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <span>
@@ -100,13 +99,12 @@ public:
         file_->write_at(0, header_);
     }
     // Room for the whole tensor, computed in place: the file's own pages when it can be mapped
-    // (no buffer, no copy at commit), else a buffer that commit() writes.
+    // (no buffer, no copy at commit; the header the constructor wrote is already there), else a
+    // buffer that commit() writes.
     T* in_place() {
         if (file_ && !held_)
-            if (char* mapped = file_->map(header_.size() + *checked_element_count(shape_) * sizeof(T))) {
-                std::memcpy(mapped, header_.data(), header_.size());
+            if (char* mapped = file_->map(header_.size() + *checked_element_count(shape_) * sizeof(T)))
                 return reinterpret_cast<T*>(mapped + header_.size());
-            }
         if (!held_) held_ = Array<T>::from_shape(shape_);
         return held_->data();
     }
