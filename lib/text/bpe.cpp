@@ -6,44 +6,11 @@
 
 #include "attntrace/tensor/errors.hpp"
 #include "components.hpp"
+#include "merge_table.hpp"
 #include "word_cache.hpp"
 
 namespace attntrace::text {
 namespace {
-
-// (left id, right id) -> (rank, merged id), open addressing.
-class MergeTable {
-public:
-    void reserve(std::size_t n) {
-        std::size_t cap = 16;
-        while (cap < n * 2) cap *= 2;
-        keys_.assign(cap, kEmpty);
-        values_.resize(cap);
-        mask_ = cap - 1;
-    }
-    // A pair listed twice keeps its last listing, as the library's HashMap does.
-    void insert(std::uint32_t a, std::uint32_t b, std::uint32_t rank, std::uint32_t id) {
-        const std::uint64_t key = (std::uint64_t(a) << 32) | b;
-        std::size_t slot = hash(key);
-        while (keys_[slot] != kEmpty && keys_[slot] != key) slot = (slot + 1) & mask_;
-        keys_[slot] = key;
-        values_[slot] = {rank, id};
-    }
-    const std::pair<std::uint32_t, std::uint32_t>* find(std::uint32_t a, std::uint32_t b) const {
-        const std::uint64_t key = (std::uint64_t(a) << 32) | b;
-        for (std::size_t slot = hash(key);; slot = (slot + 1) & mask_) {
-            if (keys_[slot] == key) return &values_[slot];
-            if (keys_[slot] == kEmpty) return nullptr;
-        }
-    }
-
-private:
-    static constexpr std::uint64_t kEmpty = ~std::uint64_t(0);
-    std::size_t hash(std::uint64_t k) const { return ((k * 0x9E3779B97F4A7C15ull) >> 20) & mask_; }
-    Buffer<std::uint64_t> keys_;
-    Buffer<std::pair<std::uint32_t, std::uint32_t>> values_;
-    std::size_t mask_ = 0;
-};
 
 // A symbol of a word being merged, for long words (the library's heap-based merge_all).
 struct Symbol {

@@ -130,6 +130,20 @@ void Tokenizer::Impl::encode_segment(NormStr segment, Tokens& out) const {
     }
 }
 
+// The tokenizers library's encode: added tokens in the raw text, each stretch between them
+// normalized and pre-tokenized, then the post-processor.
+void Tokenizer::Impl::encode_pipeline(std::string_view text, bool add_special_tokens, text::Tokens& tokens) const {
+    for (const AddedTokens::Split& split : added.split(text, false)) {
+        if (split.token) {
+            const auto [lead, trail] = space_ends(text.substr(split.from, split.to - split.from));
+            tokens.push_back({*split.token, {static_cast<std::uint32_t>(split.from), static_cast<std::uint32_t>(split.to)}, lead, trail});
+        } else {
+            encode_segment(NormStr::original(text, split.from, split.to), tokens);
+        }
+    }
+    if (post_processor) post_processor->process(tokens, add_special_tokens, vocab);
+}
+
 Encoding Tokenizer::encode(std::string_view text, bool add_special_tokens, const std::string& source) const {
     if (const auto bad = first_invalid_utf8(text))
         throw InputError(source + ": invalid UTF-8 at byte " + std::to_string(*bad));
@@ -137,15 +151,8 @@ Encoding Tokenizer::encode(std::string_view text, bool add_special_tokens, const
     // English runs at ~4 bytes a token, CJK at 1-2: room for one every 2 bytes, so that a 1 MB text is
     // never copied to a larger block (from 4 MiB on a block's pages are zeroed only as they are used)
     tokens.reserve(text.size() / 2 + 16);
-    for (const AddedTokens::Split& split : impl_->added.split(text, false)) {
-        if (split.token) {
-            const auto [lead, trail] = space_ends(text.substr(split.from, split.to - split.from));
-            tokens.push_back({*split.token, {static_cast<std::uint32_t>(split.from), static_cast<std::uint32_t>(split.to)}, lead, trail});
-        } else {
-            impl_->encode_segment(NormStr::original(text, split.from, split.to), tokens);
-        }
-    }
-    if (impl_->post_processor) impl_->post_processor->process(tokens, add_special_tokens, impl_->vocab);
+    if (impl_->gguf) impl_->gguf->encode(text, add_special_tokens, tokens);
+    else impl_->encode_pipeline(text, add_special_tokens, tokens);
     Encoding e;
     e.ids.reserve(tokens.size());
     e.tokens.reserve(tokens.size());
@@ -166,6 +173,7 @@ std::string Tokenizer::decode(std::span<const std::uint32_t> ids) const {
                                  std::to_string(vocab_size() - 1) + ")");
         tokens.emplace_back(*t);
     }
+    if (impl_->gguf) return impl_->gguf->decode(ids);
     std::string out;
     if (impl_->decoder) {
         impl_->decoder->decode_chain(tokens);

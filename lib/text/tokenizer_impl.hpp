@@ -11,6 +11,7 @@
 #include "attntrace/text/tokenizer.hpp"
 #include "added_tokens.hpp"
 #include "components.hpp"
+#include "gguf_tokenizer.hpp"
 
 namespace attntrace {
 
@@ -25,6 +26,7 @@ struct Tokenizer::Impl {
     std::unique_ptr<text::Model> model;
     std::unique_ptr<text::PostProcessor> post_processor;
     std::unique_ptr<text::Decoder> decoder;
+    std::unique_ptr<text::GgufTokenizer> gguf;  // a GGUF file's tokenizer instead of the pipeline
     text::AddedTokens added;
     bool clean_up_spaces = false;
     TokenStyle style;  // how the vocabulary spells text (token_display.hpp)
@@ -32,6 +34,7 @@ struct Tokenizer::Impl {
     Impl(std::string f, FileBytes b) : file(std::move(f)), bytes(std::move(b)), doc(bytes->bytes(), file) {}
     Impl(std::string name, std::string json) : file(std::move(name)), owned(std::move(json)), doc(owned, file) {}
     void build();  // the components from doc
+    void encode_pipeline(std::string_view text, bool add_special_tokens, text::Tokens& out) const;
     void encode_segment(text::NormStr segment, text::Tokens& out) const;
     void run_model(text::Pieces& pieces, text::Tokens& out) const;
 };

@@ -18,6 +18,8 @@
 
 namespace attntrace {
 
+struct GgufVocabulary;  // gguf_vocabulary.hpp
+
 // The tokens of one text. L = number of tokens (a quarter of a million for 1 MB of English: the
 // arrays take the project's allocator, tensor/buffer.hpp, populated at once instead of page by page).
 struct Encoding {
@@ -38,6 +40,14 @@ public:
     // The tokenizer whose tokenizer.json text is JSON; NAME stands for the file in messages. No
     // tokenizer_config.json is read (clean_up_tokenization_spaces is off).
     static Tokenizer from_json(std::string json, const std::string& name);
+    // The tokenizer a GGUF file's metadata describes (gguf_vocabulary.hpp), VOCABULARY moved in,
+    // FILE naming it in messages: encode is llama.cpp's llama_tokenize with parse_special false
+    // (add_special_tokens its add_special), each token's offsets the bytes of the text it stands
+    // for; decode is llama_detokenize(remove_special false, unparse_special true). Throws
+    // InputError "FILE: ..." for a vocabulary llama.cpp refuses or attntrace does not support
+    // (another tokenizer.ggml.model, a pre-tokenizer name llama.cpp does not know or whose regexes
+    // attntrace lacks, arrays shorter than the token list, duplicate tokens).
+    static Tokenizer from_gguf(GgufVocabulary vocabulary, const std::string& file);
 
     // The tokens of TEXT as tokenizer(text) gives them (add_special_tokens as the fast tokenizer's
     // post-processor adds them). Throws InputError "SOURCE: invalid UTF-8 at byte N". Not for two
