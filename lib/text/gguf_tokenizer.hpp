@@ -1,7 +1,7 @@
 #pragma once
 // The tokenizer of a GGUF vocabulary (gguf_vocabulary.hpp) as llama.cpp runs it, transcribed from
 // llama.cpp's src/llama-vocab.cpp and src/unicode.cpp at commit 80fb11ac (the source of the libllama
-// 3.21.1 of npm's @node-llama-cpp/linux-x64 that tests/goldens/make_gguf_goldens.py takes its
+// 3.21.1 of npm's @node-llama-cpp/linux-x64 that tests/goldens/make_gguf_tokenizer_goldens.py takes its
 // goldens from): the special tokens matched in the raw text (tokenizer_st_partition), then each
 // stretch of text through the BPE session (llm_tokenizer_bpe_session: the pre-tokenizer's regexes,
 // byte-level characters, merges by rank) or the SentencePiece one (llm_tokenizer_spm_session: "▁"

@@ -8,7 +8,7 @@ each vocabulary (tests/fixtures/tokenizers/gguf/README.md).
 writes the metadata of CASE (tests/fixtures/tokenizers/gguf/cases.json) as one JSON object keyed by
 the GGUF key names ({"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": [...], ...}). The
 scalars (special token ids, add_bos_token ...) come from expected.json, where
-make_gguf_goldens.py put what llama.cpp's own gguf-py (SpecialVocab) made of the files; the arrays
+make_gguf_tokenizer_goldens.py put what llama.cpp's own gguf-py (SpecialVocab) made of the files; the arrays
 are made here; the digest of the whole must equal the one expected.json recorded for the file
 llama.cpp tokenized, else this exits 1.
 

@@ -1,7 +1,7 @@
 """llama.cpp's own tokenization of vocabulary-only GGUF files, the goldens of attntrace's tokenizer
 from GGUF metadata (tests/fixtures/tokenizers/gguf/README.md). Run by hand, with /usr/bin/python3:
 
-  make_gguf_goldens.py [CASE ...]        (all of tests/fixtures/tokenizers/gguf/cases.json by default)
+  make_gguf_tokenizer_goldens.py [CASE ...]        (all of tests/fixtures/tokenizers/gguf/cases.json by default)
 
 For each case: the metadata as convert_hf_to_gguf.py writes it (the arrays from gguf_vocab.py; the
 special token ids and add_*_token flags from llama.cpp's own gguf-py SpecialVocab, which also checks
