@@ -11,6 +11,12 @@ using json = nlohmann::json;
 
 void config_error(const std::string& source, const std::string& what) { throw InputError(source + ": " + what); }
 
+std::string ConfigReader::spelt(const char* key) const {
+    if (names)
+        if (const auto it = names->find(key); it != names->end()) return "metadata key '" + it->second + "'";
+    return "config key '" + std::string(key) + "'";
+}
+
 const json* ConfigReader::find(const char* key) const {
     const auto it = config.find(key);
     return it == config.end() || it->is_null() ? nullptr : &*it;
@@ -18,9 +24,9 @@ const json* ConfigReader::find(const char* key) const {
 
 std::size_t ConfigReader::count(const char* key) const {
     const json* v = find(key);
-    if (!v) config_error(source, "missing config key '" + std::string(key) + "'");
+    if (!v) config_error(source, "missing " + spelt(key));
     if (!v->is_number_integer() || v->get<std::int64_t>() <= 0)
-        config_error(source, "config key '" + std::string(key) + "' must be a positive integer, not " + v->dump());
+        config_error(source, spelt(key) + " must be a positive integer, not " + v->dump());
     values[key] = *v;
     return v->get<std::size_t>();
 }
@@ -43,7 +49,7 @@ template <class V, class IsKind>
 V typed(const ConfigReader& r, const char* key, V fallback, IsKind is_kind, const char* what) {
     const json* v = r.find(key);
     if (!v) return fallback;
-    if (!is_kind(*v)) config_error(r.source, "config key '" + std::string(key) + "' must be " + what + ", not " + v->dump());
+    if (!is_kind(*v)) config_error(r.source, r.spelt(key) + " must be " + what + ", not " + v->dump());
     r.values[key] = *v;
     return v->get<V>();
 }
@@ -58,7 +64,7 @@ std::optional<std::size_t> ConfigReader::index(const char* key) const {
     const json* v = find(key);
     if (!v) return std::nullopt;
     if (!v->is_number_integer() || v->get<std::int64_t>() < 0)
-        config_error(source, "config key '" + std::string(key) + "' must be a non-negative integer, not " + v->dump());
+        config_error(source, spelt(key) + " must be a non-negative integer, not " + v->dump());
     values[key] = *v;
     return v->get<std::size_t>();
 }

@@ -1,10 +1,11 @@
 #pragma once
 // A model family, described once: how its config.json reads, where its layer's tensors are and
 // what shapes they have, and which of the core's canonical parameters each stored tensor feeds,
-// the way llama.cpp has one build function per architecture. Each family is one file,
-// lib/model/family_<name>.cpp, and one line of the registry, families.cpp; checkpoint.cpp (one
-// layer's attention) and model.cpp (the whole model) read any of them through this interface
-// alone. Internal to lib/model.
+// the way llama.cpp has one build function per architecture, and in one table the names llama.cpp
+// gives the same tensors and values in a GGUF file. Each family is one file,
+// lib/model/family_<name>.cpp, and one line of the registry, families.cpp; resolve.cpp (where
+// its tensors are in a source), checkpoint.cpp (one layer's attention) and model.cpp (the whole
+// model) read any of them through this interface alone. Internal to lib/model.
 //
 // Legend: E hidden size, H heads, G kv heads, P head dim, I MLP size, V vocabulary, T position
 // table rows.
@@ -59,6 +60,54 @@ struct TensorSpec {
     Stored stored = Stored::linear;
     Fused fused = Fused::none;
     std::string alias{};           // another name the tensor may be saved under ("" none)
+    bool rotary_permuted = false;  // rows permuted per head for llama.cpp's rotary (a GGUF Llama's q, k:
+                                   // GgufLayout::rotary), undone when read
+};
+
+// ---- a family's GGUF form -------------------------------------------------------------------
+
+// How convert_hf_to_gguf.py writes a tensor, beyond its name.
+enum class GgufLayout : std::uint8_t {
+    as_is,
+    transposed,  // a Conv1D weight written (out, in), a Linear's layout (conversion/gpt2.py)
+    rotary,      // q or k rows permuted per head for llama.cpp's rotary (conversion/llama.py
+                 // LlamaModel.permute): each head's (2, P/2) rows as (P/2, 2)
+};
+
+// The names llama.cpp gives a family's tensors and metadata (src/llama-arch.cpp LLM_TENSOR_NAMES,
+// LLM_KV_NAMES; gguf-py tensor_mapping.py), as one table: what a GGUF file of its architectures
+// holds, read into the same description as its config.json and safetensors.
+struct GgufTable {
+    struct Architecture {
+        std::string_view name;        // general.architecture: "qwen2"
+        std::string_view model_type;  // the config.json model_type it reads as
+    };
+    struct Key {
+        std::string_view key;     // after "<architecture>.": "attention.head_count"
+        std::string_view config;  // config.json's key: "num_attention_heads"
+    };
+    struct Tensor {
+        std::string_view role;  // the family's role: "self_attn.q_proj.weight", "embed_tokens.weight"
+        std::string_view name;  // llama.cpp's: "attn_q.weight" (a layer's, after "blk.N."), "token_embd.weight"
+        GgufLayout layout = GgufLayout::as_is;
+    };
+    struct Flag {  // a config.json flag the file's tensors imply: KEY is whether TENSOR is there (or not, NEGATED)
+        std::string_view tensor;  // "output.weight", "blk.0.attn_q.bias"
+        std::string_view key;     // "tie_word_embeddings"
+        bool negated = false;
+    };
+    std::vector<Architecture> architectures;
+    std::vector<Key> keys;
+    std::vector<Tensor> tensors;
+    std::vector<Flag> flags;
+    std::string_view token_embedding;  // its rows are vocab_size: "token_embd.weight"
+
+    // The entry of ROLE, or null.
+    const Tensor* find(std::string_view role) const {
+        for (const Tensor& t : tensors)
+            if (t.role == role) return &t;
+        return nullptr;
+    }
 };
 
 class Family {
@@ -78,6 +127,8 @@ public:
     // Layer C's attention tensors, its pre-attention norm included, the first one always present.
     virtual std::vector<TensorSpec> attention_tensors(const LayerConfig& c) const = 0;
     const std::string& projections_note() const { return projections_note_; }
+    // The family's GGUF form, or null when llama.cpp has none for it.
+    virtual const GgufTable* gguf() const { return nullptr; }
 
     // ---- the whole model (model.hpp) ----
     // What surrounds the layers, from the config: M's sizes (E, H, G, P) and layers are read.

@@ -17,20 +17,21 @@
 
 #include "attntrace/model/checkpoint.hpp"
 #include "attntrace/model/model.hpp"
-#include "checkpoint_files.hpp"
 #include "family.hpp"
+#include "model_source.hpp"
 
 namespace attntrace {
 
-// One tensor the forward reads: what the family says of it, and where it is stored.
+// One tensor the forward reads: what the family says of it (as its source stores it), and where
+// it is stored.
 struct ModelTensor {
     TensorSpec spec;
     StoredTensor stored;
 };
 
 struct ModelTensors {
-    std::shared_ptr<CheckpointFiles> files;
-    std::string prefix;                            // the base model's: "transformer.", "model.", ""
+    std::shared_ptr<ModelSource> files;           // where they are stored
+    std::string prefix;                            // the base model's: "transformer.", "model.", "" (a checkpoint's)
     std::vector<ModelTensor> embeddings;
     std::vector<CheckpointLayer> attention;        // (N) each layer's attention, as mha --model reads it
     std::vector<std::vector<ModelTensor>> blocks;  // (N) the rest of each block
@@ -40,23 +41,6 @@ struct ModelTensors {
     // The tensor of LIST that feeds WHAT, or null.
     static const ModelTensor* find(const std::vector<ModelTensor>& list, Canonical what);
 };
-
-// ---- resolving (checkpoint.cpp) -------------------------------------------------------------
-
-// DIR/config.json parsed (InputError: not a folder, missing, not JSON).
-nlohmann::json read_config(const std::string& dir);
-
-// The model's prefix ("transformer.", "model.", "" ...): what comes before TAIL in NAMES.
-std::optional<std::string> find_prefix(const std::map<std::string, std::string>& names, const std::string& tail);
-
-// NAME (or SPEC.alias in its place, with the same prefix PREFIX) in FILES, its shape checked
-// against SPEC: InputError "DIR: missing tensor 'NAME' FORMULA", ShapeError for another shape.
-StoredTensor resolve_tensor(CheckpointFiles& files, const std::string& dir, const std::string& prefix,
-                            const TensorSpec& spec);
-
-// Layer N's attention tensors of the checkpoint CONFIG describes.
-CheckpointLayer resolve_layer(const std::string& dir, const nlohmann::json& config, std::shared_ptr<CheckpointFiles> files,
-                              std::size_t layer);
 
 // ---- reading (model_tensors.cpp) ------------------------------------------------------------
 

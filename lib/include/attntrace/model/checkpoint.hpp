@@ -20,6 +20,7 @@
 //
 // Legend: E hidden size, H heads, G kv heads, P head dim, R rotary dims.
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,8 +63,10 @@ struct LayerConfig {
     nlohmann::json values;                // the config values used, by config.json's key
 };
 
-// Reads layer N's settings from CONFIG (SOURCE names the file in messages).
-LayerConfig read_layer_config(const nlohmann::json& config, const std::string& source, std::size_t layer);
+// Reads layer N's settings from CONFIG (SOURCE names the file in messages; KEY_NAMES, when given,
+// how the file spells config.json's keys: a GGUF file's metadata keys).
+LayerConfig read_layer_config(const nlohmann::json& config, const std::string& source, std::size_t layer,
+                              const std::map<std::string, std::string>* key_names = nullptr);
 
 // "LayerNorm (eps 1e-05) -> q/k/v projections -> ... -> output projection": what the layer computes.
 std::string describe_layer(const LayerConfig& config);
@@ -72,23 +75,25 @@ std::string describe_layer(const LayerConfig& config);
 struct StoredTensor {
     std::string role;   // the family's name without the layer prefix: "attn.c_attn.weight"
     std::string name;   // the full name in the file
-    std::string file;   // the .safetensors file holding it
-    std::string dtype;  // "BF16"
+    std::string file;   // the file holding it (.safetensors, .gguf)
+    std::string dtype;  // "BF16" (safetensors), "q4_K" (GGUF)
     Shape shape;
 };
 
-class CheckpointFiles;
+// Where the tensors are stored: a checkpoint folder or a GGUF file (lib/model/model_source.hpp).
+class ModelSource;
 
-// A checkpoint folder opened for layer N: config read, names resolved, shapes checked against
-// the config; no tensor data read yet.
+// A checkpoint folder or GGUF file opened for layer N: config read, names resolved, shapes
+// checked against the config; no tensor data read yet.
 struct CheckpointLayer {
-    std::string dir;
+    std::string dir;                         // the folder or file
     LayerConfig config;
-    std::vector<StoredTensor> tensors;      // layer N's attention tensors (norm included)
-    std::shared_ptr<CheckpointFiles> files;
+    std::vector<StoredTensor> tensors;       // layer N's attention tensors (norm included)
+    std::shared_ptr<ModelSource> files;
 };
 
-CheckpointLayer open_checkpoint_layer(const std::string& dir, std::size_t layer);
+// PATH: a checkpoint folder or a .gguf file (the first of a split one).
+CheckpointLayer open_checkpoint_layer(const std::string& path, std::size_t layer);
 
 // Layer N's weights, converted to T and laid out canonically.
 template <class T>

@@ -21,6 +21,7 @@
 // size, V vocabulary, N layers.
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -101,7 +102,7 @@ struct ModelTensors;
 // too; `head_missing` says why there is no head (a BERT saved without its MLM head, an untied
 // lm_head.weight absent), empty when there is one.
 struct Model {
-    std::string dir;
+    std::string dir;  // the folder or GGUF file
     ModelConfig config;
     std::string head_missing;
     std::shared_ptr<const ModelTensors> tensors;
@@ -109,12 +110,15 @@ struct Model {
     bool has_head() const { return head_missing.empty(); }
 };
 
-// Opens DIR (config.json + model.safetensors or shards). InputError naming the file for a bad
-// config, "missing tensor 'NAME' (SHAPE)" for a missing tensor, ShapeError for a wrong shape.
-Model open_model(const std::string& dir);
+// Opens PATH: a checkpoint folder (config.json + model.safetensors or shards) or a GGUF file (the
+// first of a split one). InputError naming the file for a bad config, "missing tensor 'NAME'
+// (SHAPE)" for a missing tensor, ShapeError for a wrong shape.
+Model open_model(const std::string& path);
 
-// Reads the whole-model settings from CONFIG (SOURCE names the file in messages).
-ModelConfig read_model_config(const nlohmann::json& config, const std::string& source);
+// Reads the whole-model settings from CONFIG (SOURCE names the file in messages; KEY_NAMES as
+// read_layer_config's).
+ModelConfig read_model_config(const nlohmann::json& config, const std::string& source,
+                              const std::map<std::string, std::string>* key_names = nullptr);
 
 // "gpt2, 12 layers, 12 heads (12 kv heads) of 64, hidden 768, MLP 3072 gelu_new, vocabulary 50257"
 std::string describe_model(const ModelConfig& config);
