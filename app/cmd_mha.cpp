@@ -4,6 +4,7 @@
 
 #include "mha_inputs.hpp"
 #include "attntrace/io/atomic_write.hpp"
+#include "attntrace/io/gguf.hpp"
 #include "attntrace/model/checkpoint.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/tensor/gemm.hpp"
@@ -26,7 +27,7 @@ struct ModelLayer {
 };
 
 void check_model_flags(const MhaFlags& f, const attntrace::LayerConfig& c) {
-    const std::string config = f.model_dir + "/config.json";
+    const std::string config = attntrace::is_gguf_path(f.model_dir) ? f.model_dir : f.model_dir + "/config.json";
     auto refuse = [&](const std::string& flag, const std::string& why) { throw attntrace::UsageError(flag + ": " + why); };
     if (!f.params.empty()) refuse("--params", "the weights come from --model");
     if (f.add_bias_kv || f.add_zero_attn) refuse("--add-bias-kv/--add-zero-attn", "the layer comes from --model");
@@ -165,7 +166,7 @@ void setup_mha(CLI::App& app) {
     auto [f, cmd] = add_command<MhaFlags>(app, "mha", "Multi-head attention with projections (torch.nn.MultiheadAttention)", run,
                                           kParamFlagPhrases);
     add_mha_model_flags(*cmd, *f);
-    cmd->add_option("--model", f->model_dir, "a Hugging Face checkpoint folder: config.json + model.safetensors (or shards)")
+    cmd->add_option("--model", f->model_dir, "a Hugging Face checkpoint folder (config.json + model.safetensors or shards) or a GGUF file")
         ->check(file_name());
     cmd->add_option("--layer", f->layer, "with --model: the layer N to run (0-based); -q is hidden_states[N]");
     cmd->add_flag("--normed", f->normed, "with --model: -q is already through the layer's pre-attention norm");

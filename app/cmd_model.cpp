@@ -44,7 +44,7 @@ void check_flags(const ModelFlags& f) {
 // No output replaces an input (the checkpoint's files, the text or ids file), no two outputs are
 // one file, at most one goes to stdout, and not with the JSON trace.
 void check_outputs(const ModelFlags& f) {
-    std::vector<std::string> inputs{f.text_file, f.each_line, f.ids};
+    std::vector<std::string> inputs{f.text_file, f.each_line, f.ids, f.model};
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(f.model, ec)) inputs.push_back(entry.path().string());
     const std::vector<std::pair<std::string, std::string>> outputs{
@@ -131,7 +131,8 @@ void run_model(const ModelFlags& f) {
 void setup_model(CLI::App& app) {
     auto run = [](const ModelFlags& f) { with_precision(f.dtype, [&]<class T>() { run_model<T>(f); }); };
     auto [f, cmd] = add_command<ModelFlags>(app, "model", "A Hugging Face checkpoint's whole forward pass, every head traced", run);
-    required_file(*cmd, "MODEL", f->model, "the checkpoint folder: config.json, model.safetensors (or shards), tokenizer.json");
+    required_file(*cmd, "MODEL", f->model,
+                  "the checkpoint folder (config.json, model.safetensors or shards, tokenizer.json) or a GGUF file");
     cmd->add_option("--text", f->text, "the text to run (tokenized with the folder's tokenizer.json)");
     cmd->add_option("--text-file", f->text_file, "the text to run, from a file (- for stdin)")->check(file_name());
     cmd->add_option("--ids", f->ids, "token ids to run: a comma list 15496,995 or a 1-D integer .npy (no tokenizer needed)");
@@ -160,6 +161,7 @@ void setup_model(CLI::App& app) {
     cmd->footer(R"(Examples:
   attntrace model tests/fixtures/models/full_gpt2 --text "the cat sat on the mat"
   attntrace model gpt2/ --ids 464,3797,3332 --attentions a.npy --logits l.npy --format json
+  attntrace model qwen3-q4_k_m.gguf --ids 9707,1879 --top 3
   attntrace model bert/ --text "the cat [MASK] on the mat" --top 5
   attntrace model gpt2/ --text "x" --induction 50 --seed 1 --layers 4-7
   attntrace model gpt2/ --text "the cat sat on the mat" --plot heads.png --report heads.html)");

@@ -8,6 +8,7 @@
 
 #include "attntrace/io/atomic_write.hpp"
 #include "attntrace/io/file_bytes.hpp"
+#include "attntrace/io/gguf.hpp"
 #include "attntrace/io/tensor_io.hpp"
 #include "attntrace/model/forward.hpp"
 #include "attntrace/model/layer_spec.hpp"
@@ -68,11 +69,23 @@ Sequence sequence_from_text(const Tokenizer& tokenizer, std::string_view text, b
 
 // ---- the session ----------------------------------------------------------------------------
 
+// The tokenizer of MODEL: a checkpoint folder's tokenizer.json (required with TEXT_NEEDED, else
+// read when there is one). A GGUF file's tokenizer is in its metadata, not read yet: --ids.
+std::optional<Tokenizer> model_tokenizer(const std::string& model, bool text_needed) {
+    std::error_code ec;
+    if (is_gguf_path(model)) {
+        if (text_needed)
+            throw UsageError("--text: " + model + " is a GGUF file, whose tokenizer attntrace does not read yet: give --ids");
+        return std::nullopt;
+    }
+    if (text_needed || fs::exists(fs::path(model) / "tokenizer.json", ec)) return Tokenizer::load(model);
+    return std::nullopt;
+}
+
 ModelSession open_session(const ModelFlags& f, bool text_needed) {
     ModelSession s{f, open_model(f.model), std::nullopt, {}, 0};
     const ModelConfig& m = s.model.config;
-    std::error_code ec;
-    if (text_needed || fs::exists(fs::path(f.model) / "tokenizer.json", ec)) s.tokenizer = Tokenizer::load(f.model);
+    s.tokenizer = model_tokenizer(f.model, text_needed);
     s.kept = naming_flags({{"layers", "--layers"}}, [&] { return parse_layer_spec(f.layers, m.layers.size()); });
     s.top = f.top.value_or(m.causal() ? 5 : 0);
     if (!s.model.has_head() && (s.top > 0 || !f.logits.empty()))

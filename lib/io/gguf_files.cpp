@@ -234,12 +234,16 @@ std::pair<std::size_t, std::size_t> rows_of(const GgufTensor& t) {
 
 }  // namespace
 
+void GgufFiles::check_readable(const GgufTensor& t) const {
+    if (!readable(t.type))
+        fail(file_of(t), "tensor '" + t.name + "' is of type " + gguf_tensor_type_name(t.type) +
+                             ", which attntrace does not read (it reads " + std::string(ggml_readable_names()) + ")");
+}
+
 template <class V>
 void GgufFiles::read_rows(const GgufTensor& t, std::size_t r0, std::size_t r1, V* out) const {
-    const std::string& file = headers_[t.file].name;
-    if (!readable(t.type))
-        fail(file, "tensor '" + t.name + "' is of type " + gguf_tensor_type_name(t.type) +
-                       ", which attntrace does not read (it reads " + std::string(ggml_readable_names()) + ")");
+    const std::string& file = file_of(t);
+    check_readable(t);
     const auto [rows, row_bytes] = rows_of(t);
     if (r0 > r1 || r1 > rows)
         fail(file, "tensor '" + t.name + "': rows [" + std::to_string(r0) + ", " + std::to_string(r1) + ") of " +

@@ -71,7 +71,8 @@ enum class GgufLayout : std::uint8_t {
     as_is,
     transposed,  // a Conv1D weight written (out, in), a Linear's layout (conversion/gpt2.py)
     rotary,      // q or k rows permuted per head for llama.cpp's rotary (conversion/llama.py
-                 // LlamaModel.permute): each head's (2, P/2) rows as (P/2, 2)
+                 // LlamaModel.permute: each head's (2, P/2) rows as (P/2, 2)), in the
+                 // architectures whose rotary_permuted says so
 };
 
 // The names llama.cpp gives a family's tensors and metadata (src/llama-arch.cpp LLM_TENSOR_NAMES,
@@ -81,6 +82,7 @@ struct GgufTable {
     struct Architecture {
         std::string_view name;        // general.architecture: "qwen2"
         std::string_view model_type;  // the config.json model_type it reads as
+        bool rotary_permuted = false; // its GgufLayout::rotary tensors are permuted (convert's llama)
     };
     struct Key {
         std::string_view key;     // after "<architecture>.": "attention.head_count"
@@ -106,6 +108,11 @@ struct GgufTable {
     const Tensor* find(std::string_view role) const {
         for (const Tensor& t : tensors)
             if (t.role == role) return &t;
+        return nullptr;
+    }
+    const Architecture* architecture(std::string_view name) const {
+        for (const Architecture& a : architectures)
+            if (a.name == name) return &a;
         return nullptr;
     }
 };

@@ -1,11 +1,14 @@
 // Opening a source and reading its configuration (model_source.hpp).
 #include "model_source.hpp"
 
+#include "attntrace/io/gguf.hpp"
+#include "gguf_source.hpp"
 #include "safetensors_source.hpp"
 
 namespace attntrace {
 
 std::shared_ptr<ModelSource> open_source(const std::string& path) {
+    if (is_gguf_path(path)) return std::make_shared<GgufSource>(path);
     return std::make_shared<SafetensorsSource>(path);
 }
 

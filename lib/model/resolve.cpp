@@ -57,7 +57,11 @@ TensorSpec as_stored(const ModelSource& source, const Family& family, TensorSpec
         spec.shape = {spec.shape[1], spec.shape[0]};
         spec.formula = swapped(spec.formula);
     }
-    spec.rotary_permuted = entry.layout == GgufLayout::rotary;
+    if (entry.layout == GgufLayout::rotary) {
+        const auto arch = source.gguf()->string("general.architecture");
+        const GgufTable::Architecture* a = arch ? family.gguf()->architecture(*arch) : nullptr;
+        spec.rotary_permuted = a && a->rotary_permuted;
+    }
     return spec;
 }
 
@@ -76,6 +80,7 @@ ModelTensor resolve_tensor(ModelSource& source, const TensorNaming& naming, cons
     }
     if (!source.names().count(name)) fail(source.path(), "missing tensor '" + name + "' " + spec.formula);
     const TensorMeta t = source.meta(name);
+    if (const GgufFiles* g = source.gguf()) g->check_readable(*g->tensor(name));  // before anything is run
     if (t.shape != spec.shape)
         throw ShapeError(source.path() + ": " + name + " has shape " + shape_string(t.shape) + " but " +
                          source.config_word() + " gives " + spec.formula + " = " + shape_string(spec.shape));

@@ -119,8 +119,13 @@ public:
     const std::vector<GgufTensor>& tensors() const { return tensors_; }
     const GgufTensor* tensor(std::string_view name) const;
     const FileBytes& bytes(const GgufTensor& t) const { return *files_[t.file]; }
+    const FileBytes& bytes(std::size_t file) const { return *files_[file]; }
+    // The path of the file holding T.
+    const std::string& file_of(const GgufTensor& t) const { return headers_[t.file].name; }
     // Whether read_rows reads TYPE (F32, F16, BF16, Q8_0 ...).
     static bool readable(std::uint32_t type);
+    // InputError naming T, its type and the types read, unless read_rows reads it.
+    void check_readable(const GgufTensor& t) const;
     // Rows [R0, R1) of T (rows along its first numpy dim; a 1-D tensor's are its elements)
     // dequantized to float or double into OUT, read through FileBytes::copy (the mapping's pages
     // are never touched) by up to read_threads() workers. InputError naming the tensor and its

@@ -130,4 +130,15 @@ nlohmann::json checkpoint_info_json(const std::string& path);
 // True when PATH is a folder holding config.json, or a .safetensors file.
 bool is_checkpoint_path(const std::string& path);
 
+// `attntrace info` on a GGUF file (the first of a split one): the format version, architecture,
+// files and bytes, the sizes its metadata gives (layers, hidden, heads, kv_heads, head_dim,
+// intermediate, context_length), each tensor type with its count (and whether attntrace reads
+// it), the tokenizer (model, pre, tokens, merges, bos/eos ids); for an architecture attntrace
+// runs, the model and each layer's plan, else why not ("not run"). One text block, or one JSON
+// object: path, format, version, files, bytes, architecture, name, sizes, tensors,
+// tensor_types [{type, tensors, parameters, bytes, read}], tokenizer, metadata_keys, model,
+// layer [{index, model_plan}] (or model null and not_run).
+std::string gguf_info(const std::string& path);
+nlohmann::json gguf_info_json(const std::string& path);
+
 }  // namespace attntrace
