@@ -13,7 +13,8 @@
 #include <set>
 
 #include "attntrace/tensor/errors.hpp"
-#include "gguf_types.hpp"
+#include "attntrace/io/ggml_types.hpp"
+#include "gguf_values.hpp"
 
 namespace attntrace {
 
@@ -172,17 +173,16 @@ void read_dims(Cursor& c, GgufTensor& t) {
 
 // Tensor T's type (known to ggml and not removed), its row a whole number of blocks, its bytes.
 void check_type(const std::string& file, GgufTensor& t) {
-    const GgmlTypeInfo* type = ggml_type_info(t.type);
-    if (!type) fail(file, "tensor '" + t.name + "' has unknown type " + std::to_string(t.type));
-    if (type->block == 0)
-        fail(file, "tensor '" + t.name + "' has type " + std::to_string(t.type) + " (" + std::string(type->name) +
-                       "), removed from ggml");
+    if (t.type >= ggml_type_count) fail(file, "tensor '" + t.name + "' has unknown type " + std::to_string(t.type));
+    const std::size_t block = ggml_block_size(t.type), bytes = ggml_block_bytes(t.type);
+    if (block == 0)
+        fail(file, "tensor '" + t.name + "' has type " + std::to_string(t.type) + ": " + ggml_type_name(t.type));
     const std::size_t row = t.shape.empty() ? 1 : t.shape.back();
-    if (row % type->block != 0)
-        fail(file, "tensor '" + t.name + "' of type " + std::string(type->name) + " has rows of " + std::to_string(row) +
-                       " elements, not a multiple of its block of " + std::to_string(type->block));
-    const std::size_t blocks = *checked_element_count(t.shape) / type->block;
-    if (__builtin_mul_overflow(blocks, type->bytes, &t.nbytes))
+    if (row % block != 0)
+        fail(file, "tensor '" + t.name + "' of type " + ggml_type_name(t.type) + " has rows of " + std::to_string(row) +
+                       " elements, not a multiple of its block of " + std::to_string(block));
+    const std::size_t blocks = *checked_element_count(t.shape) / block;
+    if (__builtin_mul_overflow(blocks, bytes, &t.nbytes))
         fail(file, "tensor '" + t.name + "' " + shape_string(t.shape) + " has more bytes than fit in 64 bits");
 }
 
@@ -239,10 +239,7 @@ std::string_view gguf_type_name(GgufType type) {
     return i < std::size(names) ? names[i] : "unknown";
 }
 
-std::string gguf_tensor_type_name(std::uint32_t type) {
-    const GgmlTypeInfo* info = ggml_type_info(type);
-    return info ? std::string(info->name) : "unknown type " + std::to_string(type);
-}
+std::string gguf_tensor_type_name(std::uint32_t type) { return ggml_type_name(type); }
 
 void for_each_gguf_element(const GgufValue& array, const std::function<void(const GgufValue&)>& fn) {
     static const std::string name = "array";

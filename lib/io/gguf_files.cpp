@@ -11,7 +11,8 @@
 #include "attntrace/io/gguf.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/tensor/threads.hpp"
-#include "gguf_types.hpp"
+#include "attntrace/io/ggml_types.hpp"
+#include "gguf_values.hpp"
 
 namespace attntrace {
 
@@ -222,62 +223,79 @@ const GgufTensor* GgufFiles::tensor(std::string_view name) const {
     return nullptr;
 }
 
-bool GgufFiles::readable(std::uint32_t type) { return ggml_type_readable(type); }
+bool GgufFiles::readable(std::uint32_t type) { return ggml_type_supported(type); }
 
 namespace {
 
-// Rows of T: its first numpy dim (1 for a 0-d tensor), and the bytes of one.
-std::pair<std::size_t, std::size_t> rows_of(const GgufTensor& t) {
+// Rows [R0, R1) of T (along its first numpy dim; a 1-D tensor's rows are its elements) as a
+// byte range [begin, end) from its first byte and the elements it holds. Rows of a 1-D tensor of
+// a block type must be whole blocks (InputError naming FILE).
+struct RowBytes {
+    std::size_t begin = 0, end = 0, elements = 0;
+};
+RowBytes row_bytes(const GgufTensor& t, std::size_t r0, std::size_t r1, const std::string& file) {
     const std::size_t rows = t.shape.empty() ? 1 : t.shape[0];
-    return {rows, rows ? t.nbytes / rows : 0};
+    if (r0 > r1 || r1 > rows)
+        fail(file, "tensor '" + t.name + "': rows [" + std::to_string(r0) + ", " + std::to_string(r1) + ") of " +
+                       std::to_string(rows));
+    const std::size_t per_row = rows ? *checked_element_count(t.shape) / rows : 0;
+    const std::size_t block = ggml_block_size(t.type), block_bytes = ggml_block_bytes(t.type);
+    const std::size_t e0 = r0 * per_row, e1 = r1 * per_row;
+    if (e0 % block != 0 || e1 % block != 0)
+        fail(file, "tensor '" + t.name + "': rows [" + std::to_string(r0) + ", " + std::to_string(r1) +
+                       ") are not whole blocks of " + ggml_type_name(t.type));
+    return {e0 / block * block_bytes, e1 / block * block_bytes, e1 - e0};
 }
 
 }  // namespace
 
 void GgufFiles::check_readable(const GgufTensor& t) const {
-    if (!readable(t.type))
-        fail(file_of(t), "tensor '" + t.name + "' is of type " + gguf_tensor_type_name(t.type) +
-                             ", which attntrace does not read (it reads " + std::string(ggml_readable_names()) + ")");
+    if (readable(t.type)) return;
+    std::string types;
+    for (std::uint32_t type = 0; type < ggml_type_count; ++type)
+        if (readable(type)) types += (types.empty() ? "" : ", ") + ggml_type_name(type);
+    fail(file_of(t), "tensor '" + t.name + "' is of type " + ggml_type_name(t.type) +
+                         ", which attntrace does not read (it reads " + types + ")");
 }
 
 template <class V>
 void GgufFiles::read_rows(const GgufTensor& t, std::size_t r0, std::size_t r1, V* out) const {
-    const std::string& file = file_of(t);
     check_readable(t);
-    const auto [rows, row_bytes] = rows_of(t);
-    if (r0 > r1 || r1 > rows)
-        fail(file, "tensor '" + t.name + "': rows [" + std::to_string(r0) + ", " + std::to_string(r1) + ") of " +
-                       std::to_string(rows));
-    const GgmlTypeInfo& type = *ggml_type_info(t.type);
-    const std::size_t blocks = (r1 - r0) * row_bytes / type.bytes;
-    const std::size_t piece = std::max<std::size_t>(1, (std::size_t{1} << 20) / type.bytes);  // blocks per piece
+    const RowBytes range = row_bytes(t, r0, r1, file_of(t));
+    const std::size_t block = ggml_block_size(t.type), block_bytes = ggml_block_bytes(t.type);
+    const std::size_t blocks = (range.end - range.begin) / block_bytes;
+    const std::size_t piece = std::max<std::size_t>(1, (std::size_t{1} << 20) / block_bytes);  // blocks per piece
     const std::size_t pieces = (blocks + piece - 1) / piece;
-    const std::size_t workers = blocks * type.bytes >= (std::size_t{4} << 20) ? read_threads() : 1;
+    const std::size_t workers = blocks * block_bytes >= (std::size_t{4} << 20) ? read_threads() : 1;
     const FileBytes& bytes = *files_[t.file];
-    const std::size_t start = t.offset + r0 * row_bytes;
+    const std::size_t start = t.offset + range.begin;
     parallel_for(pieces, workers, [&](std::size_t p, std::size_t) {
         thread_local std::vector<char> staged;  // kept: its pages are not faulted in again
         const std::size_t first = p * piece, n = std::min(piece, blocks - first);
-        staged.resize(std::max(staged.size(), n * type.bytes));
-        bytes.copy(start + first * type.bytes, n * type.bytes, staged.data());
-        dequantize_rows(t.type, staged.data(), out + first * type.block, n * type.block);
+        staged.resize(std::max(staged.size(), n * block_bytes));
+        bytes.copy(start + first * block_bytes, n * block_bytes, staged.data());
+        dequantize_row(t.type, std::string_view(staged.data(), n * block_bytes), out + first * block, n * block);
     });
 }
 
 const float* GgufFiles::in_place(const GgufTensor& t, std::size_t r0, std::size_t r1) const {
-    if (t.type != 0 || std::endian::native != std::endian::little) return nullptr;
-    const auto [rows, row_bytes] = rows_of(t);
-    r1 = std::min(r1, rows);
+    if (t.type != ggml_f32 || std::endian::native != std::endian::little) return nullptr;
+    r1 = std::min(r1, t.shape.empty() ? std::size_t{1} : t.shape[0]);
     if (r0 > r1) return nullptr;
-    const char* at = files_[t.file]->resident(t.offset + r0 * row_bytes, (r1 - r0) * row_bytes);
+    const RowBytes range = row_bytes(t, r0, r1, file_of(t));
+    const char* at = files_[t.file]->resident(t.offset + range.begin, range.end - range.begin);
     if (reinterpret_cast<std::uintptr_t>(at) % alignof(float) != 0) return nullptr;
     return reinterpret_cast<const float*>(at);
 }
 
 void GgufFiles::release(const GgufTensor& t, std::size_t r0, std::size_t r1) const {
-    const auto [rows, row_bytes] = rows_of(t);
-    r1 = std::min(r1, rows);
-    if (r0 < r1) files_[t.file]->release(t.offset + r0 * row_bytes, (r1 - r0) * row_bytes);
+    r1 = std::min(r1, t.shape.empty() ? std::size_t{1} : t.shape[0]);
+    if (r0 >= r1) return;
+    const std::size_t rows = t.shape.empty() ? 1 : t.shape[0], per_row = *checked_element_count(t.shape) / rows;
+    const std::size_t block = ggml_block_size(t.type), block_bytes = ggml_block_bytes(t.type);
+    // whole blocks covering the rows (a page shared with a neighbour is dropped too: it is read again if touched)
+    const std::size_t begin = r0 * per_row / block * block_bytes, end = (r1 * per_row + block - 1) / block * block_bytes;
+    files_[t.file]->release(t.offset + begin, end - begin);
 }
 
 template void GgufFiles::read_rows<float>(const GgufTensor&, std::size_t, std::size_t, float*) const;

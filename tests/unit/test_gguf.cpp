@@ -5,6 +5,7 @@
 // the file does not justify.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -186,7 +187,8 @@ TEST_CASE("gguf: F32, F16, BF16 and Q8_0 rows dequantize as ggml's to_float give
         .tensor("f16", {3}, 1, le<std::uint16_t>(0x3c00) + le<std::uint16_t>(0xc000) + le<std::uint16_t>(0x0001))
         .tensor("bf16", {2}, 30, le<std::uint16_t>(0x3f80) + le<std::uint16_t>(0xc0a0))
         .tensor("q8", {32, 2}, 8, q8)
-        .tensor("q4k", {256}, 12, std::string(144, '\0'));
+        .tensor("q4k", {256}, 12, std::string(144, '\0'))
+        .tensor("iq2", {256}, 16, std::string(66, '\0'));
     TempDir dir;
     const auto g = open_bytes(dir, "t.gguf", b.bytes());
     std::vector<float> out(64);
@@ -208,11 +210,16 @@ TEST_CASE("gguf: F32, F16, BF16 and Q8_0 rows dequantize as ggml's to_float give
     REQUIRE(in_place != nullptr);
     CHECK(in_place[1] == -2);
     CHECK(g->in_place(*g->tensor("q8"), 0, 2) == nullptr);
-    if (!GgufFiles::readable(12))
-        CHECK_THROWS_WITH_AS(g->read_rows(*g->tensor("q4k"), 0, 1, out.data()),
-                             (dir / "t.gguf" + ": tensor 'q4k' is of type q4_K, which attntrace does not read (it reads "
-                                               "f32, f16, bf16, q8_0)").c_str(),
-                             InputError);
+    std::vector<float> k(256, 1.0f);
+    g->read_rows(*g->tensor("q4k"), 0, 256, k.data());  // all-zero blocks: d = dmin = 0
+    CHECK_THROWS_WITH_AS(g->read_rows(*g->tensor("q4k"), 0, 1, k.data()),
+                         (dir / "t.gguf" + ": tensor 'q4k': rows [0, 1) are not whole blocks of q4_K").c_str(), InputError);
+    CHECK(std::all_of(k.begin(), k.end(), [](float x) { return x == 0.0f; }));
+    CHECK_THROWS_WITH_AS(g->read_rows(*g->tensor("iq2"), 0, 1, k.data()),
+                         (dir / "t.gguf" + ": tensor 'iq2' is of type iq2_xxs, which attntrace does not read (it reads "
+                                           "f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, "
+                                           "iq4_xs, bf16)").c_str(),
+                         InputError);
 }
 
 TEST_CASE("gguf: a split model is opened by its first file and holds the tensors of all") {
@@ -308,7 +315,7 @@ TEST_CASE("gguf: hostile tensor infos are refused naming the tensor") {
     CHECK(with({1ll << 60, 4}, 27, "") ==
           "f.gguf: tensor 't' (4, 1152921504606846976) has more bytes than fit in 64 bits");
     CHECK(with({1}, 99, f32(1)) == "f.gguf: tensor 't' has unknown type 99");
-    CHECK(with({32}, 4, "") == "f.gguf: tensor 't' has type 4 (q4_2), removed from ggml");
+    CHECK(with({32}, 4, "") == "f.gguf: tensor 't' has type 4: q4_2 (removed)");
     CHECK(with({16}, 8, std::string(34, '\0')) ==
           "f.gguf: tensor 't' of type q8_0 has rows of 16 elements, not a multiple of its block of 32");
     CHECK(with({100}, 0, floats({1})) ==
