@@ -410,7 +410,7 @@ def gated(t, cfg, y, stem, act=None):
     down(act(gate y) * up y), names STEM + gate_proj / up_proj / down_proj (Mixtral: w1 / w3 / w2)."""
     act = act or activation(cfg["hidden_act"])
     g, u, d = ("w1", "w3", "w2") if stem.startswith("block_sparse_moe.") else ("gate_proj", "up_proj", "down_proj")
-    return linear(act(linear(y, t, stem + g)) * linear(y, t, stem + u), t, stem + d)
+    return hf.linear(act(hf.linear(y, t, stem + g)) * hf.linear(y, t, stem + u), t, stem + d)
 
 
 def gemma_activation(cfg):

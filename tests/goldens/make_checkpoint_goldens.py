@@ -598,10 +598,10 @@ def np_new_layer_window(cfg, n):
     """The window of layer N of issue 36's tiny configs, read from the config as written: Gemma 2
     even layers, Gemma 3 all but every sliding_window_pattern-th, Phi-3 / Mixtral every layer."""
     kind = cfg["model_type"]
-    if kind == "gemma2":
-        return cfg["sliding_window"] if n % 2 == 0 else None
+    if kind == "gemma2":  # Gemma2Config / Gemma3TextConfig defaults: window 4096, pattern 6
+        return cfg.get("sliding_window", 4096) if n % 2 == 0 else None
     if kind == "gemma3_text":
-        return cfg["sliding_window"] if (n + 1) % cfg["sliding_window_pattern"] else None
+        return cfg.get("sliding_window", 4096) if (n + 1) % cfg.get("sliding_window_pattern", 6) else None
     return cfg.get("sliding_window") if kind in ("phi3", "mixtral") else None
 
 
@@ -639,23 +639,23 @@ def numpy_new_reference(t, cfg, x, n):
         rope.update(type=cfg["rope_scaling"]["rope_type"], factor=cfg["rope_scaling"]["factor"])
     freqs = np_inv_freq(rope, dims)
     if kind == "phi3":
-        dims = int(p * cfg["partial_rotary_factor"])
-        rs, orig, length = cfg["rope_scaling"], cfg["original_max_position_embeddings"], x.shape[1]
+        dims = int(p * cfg.get("partial_rotary_factor", 1.0))
+        rs, orig, length = cfg["rope_scaling"], cfg.get("original_max_position_embeddings", 4096), x.shape[1]
         ext = np.array(rs["long_factor"] if length > orig else rs["short_factor"])
         freqs = np_inv_freq({"type": "default", "theta": theta}, dims) / ext
-        f = cfg["max_position_embeddings"] / orig
+        f = cfg.get("max_position_embeddings", 4096) / orig
         factor = math.sqrt(1 + math.log(f) / math.log(orig)) if f > 1 else 1.0
     rot = lambda a: np.concatenate([np_rotary(a[..., :dims], freqs) * factor, a[..., dims:]], axis=-1)  # noqa: E731
     qr, kr = rot(q), rot(k)
     length = x.shape[1]
     i, j = np.arange(length)[:, None], np.arange(length)[None, :]
     allowed = (j <= i) & ((j > i - window) if window is not None else True)
-    scale = cfg["query_pre_attn_scalar"] ** -0.5 if kind in ("gemma2", "gemma3_text") else p ** -0.5
+    scale = cfg.get("query_pre_attn_scalar", 256) ** -0.5 if kind in ("gemma2", "gemma3_text") else p ** -0.5
     idx = np.arange(h) // (h // g)
     additive = None
     if kind == "gemma2":  # the soft cap as the difference it makes to each score
         raw = np.matmul(qr, np.swapaxes(kr[:, idx], -1, -2)) * scale
-        cap = cfg["attn_logit_softcapping"]
+        cap = cfg.get("attn_logit_softcapping", 50.0)
         additive = cap * np.tanh(raw / cap) - raw
     ctx, weights = reference.masked_softmax_attention(qr, kr[:, idx], v[:, idx], scale, allowed, additive)
     ctx = ctx.transpose(0, 2, 1, 3).reshape(x.shape[0], length, -1)
