@@ -189,7 +189,8 @@ json checkpoint_info_json(const std::string& path) {
     const auto files = CheckpointFiles::open(path);
     out.update({{"model_type", first.model_type}, {"layers", first.layers}, {"hidden", first.hidden},
                 {"heads", first.heads}, {"kv_heads", first.kv_heads}, {"head_dim", first.head_dim},
-                {"config", first.values}, {"layer", json::array()}});
+                {"config", first.values}, {"layer", json::array()},
+                {"model", describe_model(read_model_config(config, (fs::path(path) / "config.json").string()))}});
     for (std::size_t n = 0; n < first.layers; ++n) {
         const CheckpointLayer layer = resolve_layer(path, config, files, n);
         json tensors = json::array();
@@ -217,6 +218,7 @@ std::string checkpoint_info(const std::string& path) {
       << info["hidden"] << ", " << info["heads"] << " heads, " << info["kv_heads"] << " kv heads, head dim "
       << info["head_dim"] << "\n";
     o << "  config: " << info["config"].dump() << "\n";
+    o << "  model: " << info["model"].get<std::string>() << "\n";
     for (const json& layer : info["layer"]) {
         o << "layer " << layer["index"] << ":\n";
         for (const json& t : layer["tensors"]) tensor_line(t, true);
