@@ -60,7 +60,8 @@ std::vector<bool> sparse_layers(const ConfigReader& r, const ModelConfig& m, std
         if (!only->is_array()) config_error(r.source, "'mlp_only_layers' must be a list of layer indices");
         r.remember("mlp_only_layers", *only);
         for (const json& n : *only)
-            if (n.is_number_unsigned() && n.get<std::size_t>() < sparse.size()) sparse[n.get<std::size_t>()] = false;
+            if (n.is_number_integer() && n.get<std::int64_t>() >= 0 && n.get<std::size_t>() < sparse.size())
+                sparse[n.get<std::size_t>()] = false;
     }
     return sparse;
 }

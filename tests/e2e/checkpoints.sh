@@ -156,6 +156,31 @@ for kernel in blas avx512; do
         fail "gemma2/$kernel" "exit $rc: $(cat "$work/stderr")"
     fi
 done
+# sdpa --softcap C: numpy's tanh-capped scores, causal, on both kernels (a long enough Lk for the tiled path)
+"$PYTHON" - "$work" <<'PY'
+import sys
+import numpy as np
+rng = np.random.default_rng(5)
+q, k, v = (rng.standard_normal((2, 300, 16)).astype(np.float32) * 2 for _ in range(3))
+for name, a in (("q", q), ("k", k), ("v", v)):
+    np.save(f"{sys.argv[1]}/sc_{name}.npy", a)
+s = np.tanh(q.astype(np.float64) @ k.transpose(0, 2, 1).astype(np.float64) / 4 / 1.5) * 1.5
+s = np.where(np.tril(np.ones((300, 300), bool)), s, -np.inf)
+w = np.exp(s - s.max(-1, keepdims=True))
+np.save(f"{sys.argv[1]}/sc_golden.npy", (w / w.sum(-1, keepdims=True)) @ v.astype(np.float64))
+PY
+for kernel in blas avx512; do
+    rc=0
+    ATTNTRACE_ATTENTION_KERNEL=$kernel "$ATTNTRACE" sdpa -q "$work/sc_q.npy" -k "$work/sc_k.npy" -v "$work/sc_v.npy" \
+        --softcap 1.5 --causal --trace none -o "$work/sc_out.npy" < /dev/null 2> "$work/stderr" || rc=$?
+    if [[ $rc == 2 ]] && grep -q "cannot run" "$work/stderr"; then
+        echo "  (kernel $kernel: not on this CPU)"
+    elif [[ $rc == 0 ]] && compare "sdpa --softcap/$kernel" output "$work/sc_out.npy" "$work/sc_golden.npy" 1e-4 1e-5; then
+        passed=$((passed + 1))
+    else
+        fail "sdpa --softcap/$kernel" "exit $rc: $(cat "$work/stderr")"
+    fi
+done
 rc=0
 "$ATTNTRACE" mha --model "$MODELS/gemma2" --layer 0 -q "$MODELS/gemma2/golden/hidden_L0.npy" --softcap 4 \
     --trace none < /dev/null > /dev/null 2> "$work/stderr" || rc=$?

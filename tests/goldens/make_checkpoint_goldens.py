@@ -605,6 +605,27 @@ def np_new_layer_window(cfg, n):
     return cfg.get("sliding_window") if kind in ("phi3", "mixtral") else None
 
 
+def np_new_rotary(cfg, n, length):
+    """-> (R, (R/2) frequencies, the cos/sin factor) of layer N on LENGTH positions: Gemma 3's local
+    layers rope_local_base_freq, its global ones rope_theta with the linear factor; Phi-3's
+    LongRoPE on int(P * partial_rotary_factor) dims, long factors past the original length."""
+    kind, h = cfg["model_type"], cfg["num_attention_heads"]
+    p = cfg.get("head_dim") or cfg["hidden_size"] // h
+    theta = cfg.get("rope_theta", 10000.0)
+    rope = {"type": "default", "theta": theta}
+    if kind == "gemma3_text" and np_new_layer_window(cfg, n) is not None:
+        rope["theta"] = cfg["rope_local_base_freq"]
+    elif kind == "gemma3_text" and cfg.get("rope_scaling"):
+        rope.update(type=cfg["rope_scaling"]["rope_type"], factor=cfg["rope_scaling"]["factor"])
+    if kind != "phi3":
+        return p, np_inv_freq(rope, p), 1.0
+    dims = int(p * cfg.get("partial_rotary_factor", 1.0))
+    rs, orig = cfg["rope_scaling"], cfg.get("original_max_position_embeddings", 4096)
+    ext = np.array(rs["long_factor"] if length > orig else rs["short_factor"])
+    f = cfg.get("max_position_embeddings", 4096) / orig
+    return dims, np_inv_freq(rope, dims) / ext, math.sqrt(1 + math.log(f) / math.log(orig)) if f > 1 else 1.0
+
+
 def numpy_new_reference(t, cfg, x, n):
     """issue 36's attentions in numpy, from the model cards' equations: Gemma's norm x (1 + w),
     soft-capping as a float term, Phi-3's qkv rows sliced by hand and LongRoPE as complex rotation
@@ -630,21 +651,7 @@ def numpy_new_reference(t, cfg, x, n):
         q = np_rms_norm(q, t["self_attn.q_norm.weight"] + one, eps)
         k = np_rms_norm(k, t["self_attn.k_norm.weight"] + one, eps)
     window = np_new_layer_window(cfg, n)
-    dims, factor = p, 1.0
-    theta = cfg.get("rope_theta", 10000.0)
-    rope = {"type": "default", "theta": theta}
-    if kind == "gemma3_text" and window is not None:
-        rope["theta"] = cfg["rope_local_base_freq"]
-    elif kind == "gemma3_text" and cfg.get("rope_scaling"):
-        rope.update(type=cfg["rope_scaling"]["rope_type"], factor=cfg["rope_scaling"]["factor"])
-    freqs = np_inv_freq(rope, dims)
-    if kind == "phi3":
-        dims = int(p * cfg.get("partial_rotary_factor", 1.0))
-        rs, orig, length = cfg["rope_scaling"], cfg.get("original_max_position_embeddings", 4096), x.shape[1]
-        ext = np.array(rs["long_factor"] if length > orig else rs["short_factor"])
-        freqs = np_inv_freq({"type": "default", "theta": theta}, dims) / ext
-        f = cfg.get("max_position_embeddings", 4096) / orig
-        factor = math.sqrt(1 + math.log(f) / math.log(orig)) if f > 1 else 1.0
+    dims, freqs, factor = np_new_rotary(cfg, n, x.shape[1])
     rot = lambda a: np.concatenate([np_rotary(a[..., :dims], freqs) * factor, a[..., dims:]], axis=-1)  # noqa: E731
     qr, kr = rot(q), rot(k)
     length = x.shape[1]
@@ -754,14 +761,7 @@ def semantics(kind, cfg, window):
         if s["rope"]["type"] == "llama3":
             s["rope"].update(low=r["low_freq_factor"], high=r["high_freq_factor"],
                              orig=r["original_max_position_embeddings"])
-    if kind in NEW_KINDS:
-        s.update(rotary="half", rotary_dims=int(p * cfg.get("partial_rotary_factor", 1.0)),
-                 qk_norm={"gemma3_text": "per head, x (1 + w)", "qwen3_moe": "per head", "olmo2": "whole projection",
-                          "olmoe": "whole projection"}.get(kind), softcap=cfg.get("attn_logit_softcapping")
-                 if kind == "gemma2" else None, norm=None if kind == "olmo2" else "rms_norm",
-                 norm_weight="1 + w" if kind.startswith("gemma") else "w")
-        if kind in ("gemma2", "gemma3_text"):
-            s["scale"] = cfg["query_pre_attn_scalar"] ** -0.5
+    if kind in NEW_KINDS:  # per layer: make_case's new_layer_semantics
         return s
     if s["rotary"]:
         s["inv_freq"] = np_inv_freq(s["rope"], s["rotary_dims"]).tolist()
@@ -812,6 +812,25 @@ CASES = [  # name, config, state dict, tensor prefix, dtype, layers, window, sha
         norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[]),
          state=new_family_state, prefix="model.", dtype="f32", layers=[1]),
 ]  # append new cases at the end: the seeds follow the order
+
+
+def new_layer_semantics(cfg, n, s):
+    """issue 36's layer N: S completed with its window, rotary (Phi-3: the short factors in
+    inv_freq, the long ones in long_inv_freq, the cos/sin factor), soft cap and q/k norms, read from
+    the config as written (np_new_layer_window, np_new_rotary)."""
+    kind, p = cfg["model_type"], s["head_dim"]
+    dims, freqs, factor = np_new_rotary(cfg, n, 1)
+    s = dict(s, window=np_new_layer_window(cfg, n), rotary="half", rotary_dims=dims, inv_freq=freqs.tolist(),
+             qk_norm=kind in ("gemma3_text", "qwen3_moe", "olmo2", "olmoe"), qk_norm_whole=kind in ("olmo2", "olmoe"),
+             softcap=cfg.get("attn_logit_softcapping", 50.0) if kind == "gemma2" else None,
+             norm=None if kind == "olmo2" else "rms_norm", norm_offset=1.0 if kind.startswith("gemma") else 0.0)
+    if kind == "phi3":
+        _, long_freqs, _ = np_new_rotary(cfg, n, 1 << 30)
+        s.update(long_inv_freq=long_freqs.tolist(), attention_scaling=factor,
+                 long_after=cfg.get("original_max_position_embeddings", 4096))
+    if kind in ("gemma2", "gemma3_text"):
+        s["scale"] = cfg.get("query_pre_attn_scalar", 256) ** -0.5
+    return s
 
 
 def check_close(case, what, got, want, tol=TOL):
@@ -876,7 +895,7 @@ def make_case(spec, seed):
                   for k, v in hf.FAMILIES[kind](t, family_cfg, x, n, **extra).items()}
         t_np = {k: v.numpy() for k, v in t.items()}
         if kind in NEW_KINDS:
-            s = dict(s, window=np_new_layer_window(cfg, n))
+            s = new_layer_semantics(cfg, n, semantics(kind, cfg, None))
             *ref, v_ref = numpy_new_reference(t_np, cfg, x.numpy(), n)
         else:
             *ref, v_ref = numpy_reference(spec, t_np, cfg, x.numpy(), mask)
