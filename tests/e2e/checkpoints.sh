@@ -142,20 +142,27 @@ else
 fi
 
 # ---- issue 36: soft-capping on both attention kernels, the new families' plans ------------------
+# on_both_kernels NAME GOLDEN OUT COMMAND...: COMMAND (writing OUT) under the blas and the avx512
+# kernels, OUT compared with GOLDEN; a kernel this CPU lacks is said and skipped.
+on_both_kernels() {
+    local name=$1 golden=$2 out=$3 kernel rc
+    shift 3
+    for kernel in blas avx512; do
+        rc=0
+        ATTNTRACE_ATTENTION_KERNEL=$kernel "$@" < /dev/null 2> "$work/stderr" || rc=$?
+        if [[ $rc == 2 ]] && grep -q "cannot run" "$work/stderr"; then
+            echo "  (kernel $kernel: not on this CPU)"
+        elif [[ $rc == 0 ]] && compare "$name/$kernel" output "$out" "$golden" 1e-4 1e-5; then
+            passed=$((passed + 1))
+        else
+            fail "$name/$kernel" "exit $rc: $(cat "$work/stderr")"
+        fi
+    done
+}
 # gemma2's layer 0 soft-caps its scores (3.0) under a window of 3: the tiled path (no weights kept)
 # must give the golden output whichever kernel is chosen (the fused one leaves capping to BLAS).
-for kernel in blas avx512; do
-    rc=0
-    ATTNTRACE_ATTENTION_KERNEL=$kernel "$ATTNTRACE" mha --model "$MODELS/gemma2" --layer 0 \
-        -q "$MODELS/gemma2/golden/hidden_L0.npy" --trace none -o "$work/capped.npy" < /dev/null 2> "$work/stderr" || rc=$?
-    if [[ $rc == 2 ]] && grep -q "cannot run" "$work/stderr"; then
-        echo "  (kernel $kernel: not on this CPU)"
-    elif [[ $rc == 0 ]] && compare "gemma2/$kernel" output "$work/capped.npy" "$MODELS/gemma2/golden/output_L0.npy" 1e-4 1e-5; then
-        passed=$((passed + 1))
-    else
-        fail "gemma2/$kernel" "exit $rc: $(cat "$work/stderr")"
-    fi
-done
+on_both_kernels gemma2 "$MODELS/gemma2/golden/output_L0.npy" "$work/capped.npy" "$ATTNTRACE" mha \
+    --model "$MODELS/gemma2" --layer 0 -q "$MODELS/gemma2/golden/hidden_L0.npy" --trace none -o "$work/capped.npy"
 # sdpa --softcap C: numpy's tanh-capped scores, causal, on both kernels (a long enough Lk for the tiled path)
 "$PYTHON" - "$work" <<'PY'
 import sys
@@ -169,18 +176,8 @@ s = np.where(np.tril(np.ones((300, 300), bool)), s, -np.inf)
 w = np.exp(s - s.max(-1, keepdims=True))
 np.save(f"{sys.argv[1]}/sc_golden.npy", (w / w.sum(-1, keepdims=True)) @ v.astype(np.float64))
 PY
-for kernel in blas avx512; do
-    rc=0
-    ATTNTRACE_ATTENTION_KERNEL=$kernel "$ATTNTRACE" sdpa -q "$work/sc_q.npy" -k "$work/sc_k.npy" -v "$work/sc_v.npy" \
-        --softcap 1.5 --causal --trace none -o "$work/sc_out.npy" < /dev/null 2> "$work/stderr" || rc=$?
-    if [[ $rc == 2 ]] && grep -q "cannot run" "$work/stderr"; then
-        echo "  (kernel $kernel: not on this CPU)"
-    elif [[ $rc == 0 ]] && compare "sdpa --softcap/$kernel" output "$work/sc_out.npy" "$work/sc_golden.npy" 1e-4 1e-5; then
-        passed=$((passed + 1))
-    else
-        fail "sdpa --softcap/$kernel" "exit $rc: $(cat "$work/stderr")"
-    fi
-done
+on_both_kernels "sdpa --softcap" "$work/sc_golden.npy" "$work/sc_out.npy" "$ATTNTRACE" sdpa -q "$work/sc_q.npy" \
+    -k "$work/sc_k.npy" -v "$work/sc_v.npy" --softcap 1.5 --causal --trace none -o "$work/sc_out.npy"
 rc=0
 "$ATTNTRACE" mha --model "$MODELS/gemma2" --layer 0 -q "$MODELS/gemma2/golden/hidden_L0.npy" --softcap 4 \
     --trace none < /dev/null > /dev/null 2> "$work/stderr" || rc=$?
