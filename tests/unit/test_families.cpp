@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <string>
 
@@ -153,6 +154,47 @@ TEST_CASE("a MoE layer reports its routing: K experts per row, most weight first
             CHECK(r.weights[i * 2] >= r.weights[i * 2 + 1]);
             CHECK(r.weights[i * 2] + r.weights[i * 2 + 1] == doctest::Approx(1.0).epsilon(1e-12));
             CHECK(r.chosen[i * 2] != r.chosen[i * 2 + 1]);
+        }
+    }
+}
+
+namespace {
+
+// Keeps resid_pre, attn_out and mlp_out of every layer, and the hidden states.
+struct Sites final : ModelObserver<double> {
+    std::map<std::pair<Site, std::size_t>, std::vector<double>> kept;
+    std::vector<std::vector<double>> hidden;
+    bool wants_site(Site site, std::size_t) const override {
+        return site == Site::resid_pre || site == Site::attn_out || site == Site::mlp_out;
+    }
+    void at_site(SiteValues<double>& v) override {
+        kept[{v.site(), v.layer()}].assign(v.values().begin(), v.values().end());
+    }
+    void hidden_state(std::size_t index, const double* x, std::size_t rows, std::size_t e) override {
+        if (hidden.size() <= index) hidden.resize(index + 1);
+        hidden[index].assign(x, x + rows * e);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("the sites of the new blocks: resid_pre + attn_out + mlp_out is the next layer's resid_pre") {
+    // Gemma 2 and OLMo 2: attn_out and mlp_out after their post norms; Qwen2-MoE: mlp_out the
+    // experts' sum with the shared expert (layer 1 dense); Phi-3: the fused gate_up MLP.
+    for (const char* name : {"full_gemma2", "full_olmo2", "full_qwen2_moe", "full_phi3"}) {
+        INFO(name);
+        const Model model = open_model(std::string(ATTNTRACE_FIXTURES) + "/models/" + name);
+        Sites sites;
+        forward<double>(model, {3, 1, 4, 1, 5, 9, 2, 6}, ForwardOptions{}, sites);
+        const std::size_t layers = model.config.layers.size();
+        for (std::size_t n = 0; n + 1 < layers; ++n) {
+            const auto& x = sites.kept[{Site::resid_pre, n}];
+            const auto& a = sites.kept[{Site::attn_out, n}];
+            const auto& m = sites.kept[{Site::mlp_out, n}];
+            const auto& next = sites.kept[{Site::resid_pre, n + 1}];
+            REQUIRE(x.size() == next.size());
+            for (std::size_t i = 0; i < x.size(); ++i) CHECK(x[i] + a[i] + m[i] == doctest::Approx(next[i]).epsilon(1e-12));
+            CHECK(sites.hidden[n + 1] == next);
         }
     }
 }
