@@ -44,3 +44,4 @@ void setup_model(CLI::App& app);
 void setup_lens(CLI::App& app);
 void setup_ablate(CLI::App& app);
 void setup_attribute(CLI::App& app);
+void setup_patch(CLI::App& app);

@@ -288,6 +288,46 @@ json attribution_json(const AnalysisContext& c, const Attribution& a) {
     return out;
 }
 
+// ---- patch ------------------------------------------------------------------------------------
+
+std::string patch_text(const AnalysisContext& c, const PatchResult& r) {
+    std::string out = header_text(c);
+    std::string differ;
+    for (std::size_t i = 0; i < c.corrupt_tokens.size() && i < c.tokens.size(); ++i)
+        if (c.corrupt_tokens[i].id != c.tokens[i].id)
+            differ += "  " + std::to_string(i) + ":" + clipped(c.token_label(c.corrupt_tokens[i].id), 12);
+    out += "corrupted, where it differs:" + (differ.empty() ? std::string("  nowhere") : differ) + "\n";
+    out += "metric: " + metric_text(c, r.metric) + "\n";
+    out += "clean " + short_number(r.clean) + ", corrupted " + short_number(r.corrupt) + "\n";
+    const bool head = r.site == PatchSite::head;
+    const std::size_t n = r.values.shape()[0], w = r.values.shape()[1];
+    out += std::string("patched ") + patch_site_name(r.site) + (head ? " (z at every position)" : " at each position") +
+           ": (m_patched - m_corrupt) / (m_clean - m_corrupt), 1 restores the clean answer\n";
+    std::vector<std::string> rows, cols;
+    for (std::size_t i = 0; i < n; ++i) rows.push_back(std::to_string(i));
+    for (std::size_t j = 0; j < w; ++j) cols.push_back(head ? "head " + std::to_string(j) : std::to_string(j) + " " + clipped(token_at(c, j), 6));
+    out += value_table("layer", rows, cols, r.values.data());
+    out += "the sites that restore most:";
+    for (const auto& [layer, k] : largest_entries(r.values.data(), n, w, 5))
+        out += "  " + std::to_string(layer) + (head ? "." : "@") + std::to_string(k) + " " + short_number(r.values.data()[layer * w + k]);
+    return out + "\n";
+}
+
+json patch_json(const AnalysisContext& c, const PatchResult& r) {
+    json out = header_json(c);
+    out["tokens"] = {{"clean", tokens_json(c.tokens)}, {"corrupt", tokens_json(c.corrupt_tokens)}};
+    json metric = metric_json(r.metric);
+    metric["clean"] = r.clean;
+    metric["corrupt"] = r.corrupt;
+    out["metric"] = std::move(metric);
+    out["site"] = patch_site_name(r.site);
+    json rows = json::array();
+    const std::size_t n = r.values.shape()[0], w = r.values.shape()[1];
+    for (std::size_t i = 0; i < n; ++i) rows.push_back(std::vector<double>(r.values.data() + i * w, r.values.data() + (i + 1) * w));
+    out["values"] = std::move(rows);
+    return out;
+}
+
 template std::string ablation_text(const AnalysisContext&, const AblationResult<float>&, Ablation);
 template std::string ablation_text(const AnalysisContext&, const AblationResult<double>&, Ablation);
 template json ablation_json(const AnalysisContext&, const AblationResult<float>&, Ablation);

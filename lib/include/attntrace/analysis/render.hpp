@@ -13,6 +13,7 @@
 #include "attntrace/analysis/ablate.hpp"
 #include "attntrace/analysis/attribute.hpp"
 #include "attntrace/analysis/lens.hpp"
+#include "attntrace/analysis/patch.hpp"
 #include "attntrace/model/model_trace.hpp"
 
 namespace attntrace {
@@ -25,6 +26,7 @@ struct AnalysisContext {
     std::string dtype;                   // "float32"
     std::size_t threads = 0;
     std::vector<TraceToken> tokens;      // (L)
+    std::vector<TraceToken> corrupt_tokens;  // patch: the corrupted prompt's (L)
     std::function<std::string(std::uint32_t)> token_text;   // an id's decoded text (" Paris"; "" unknown), for JSON
     std::function<std::string(std::uint32_t)> token_label;  // as a reader sees it ("␣Paris"), for text and pictures
 };
@@ -44,6 +46,9 @@ nlohmann::json ablation_json(const AnalysisContext& c, const AblationResult<T>& 
 
 std::string attribution_text(const AnalysisContext& c, const Attribution& a);
 nlohmann::json attribution_json(const AnalysisContext& c, const Attribution& a);
+
+std::string patch_text(const AnalysisContext& c, const PatchResult& r);
+nlohmann::json patch_json(const AnalysisContext& c, const PatchResult& r);
 
 // A (rows, cols) table of CELLS as text, at most 100 columns a line: ROW_LABELS down the side
 // under CORNER, COL_LABELS across, cut into blocks of columns that fit; cells right-aligned.
