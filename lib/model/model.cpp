@@ -55,6 +55,15 @@ std::string describe_model(const ModelConfig& m) {
     if (m.kv_heads != m.heads) o << " (" << m.kv_heads << " kv heads)";
     o << " of " << m.head_dim << ", hidden " << m.hidden << ", MLP " << m.intermediate << " "
       << activation_name(m.activation) << (m.mlp == Mlp::gated ? " gated" : "") << ", vocabulary " << m.vocab;
+    if (m.residual == Residual::sandwich) o << ", norms before and after attention and MLP";
+    if (m.scale_embeddings) o << ", embeddings x sqrt(" << m.hidden << ")";
+    if (m.final_softcap) o << ", logits soft-capped at " << format_number(*m.final_softcap);
+    if (m.moe) {
+        const auto sparse = std::count(m.moe->sparse.begin(), m.moe->sparse.end(), true);
+        o << "; " << sparse << " MoE layers: top " << m.moe->top_k << " of " << m.moe->experts << " experts of "
+          << m.moe->intermediate << (m.moe->normalize ? " (weights renormalised)" : "");
+        if (m.moe->shared_intermediate) o << " + a shared expert of " << m.moe->shared_intermediate;
+    }
     return o.str();
 }
 

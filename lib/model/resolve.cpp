@@ -138,10 +138,12 @@ std::shared_ptr<const ModelTensors> resolve_model(std::shared_ptr<ModelSource> s
                          "' (with any prefix): the token embeddings of a " + m.model_type + " checkpoint");
     tensors->prefix = naming->prefix;
     tensors->embeddings = resolve_all(*source, *naming, embeddings, std::nullopt);
-    const std::vector<TensorSpec> block = m.family->block_tensors(m);
     for (std::size_t n = 0; n < m.layers.size(); ++n) {
         tensors->attention.push_back(resolve_layer(source, m.layers[n]));
-        tensors->blocks.push_back(resolve_all(*source, *naming, block, n));
+        tensors->blocks.push_back(resolve_all(*source, *naming, m.family->block_tensors_of(m, n), n));
+        tensors->experts.emplace_back();
+        for (std::size_t x = 0; m.moe && m.moe->sparse[n] && x < m.moe->experts; ++x)
+            tensors->experts.back().push_back(resolve_all(*source, *naming, m.family->expert_tensors(m, n, x), n));
     }
     tensors->final_norm = resolve_all(*source, *naming, m.family->final_tensors(m), std::nullopt);
     head_missing = resolve_head(*tensors, m, *naming);

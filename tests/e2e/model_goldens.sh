@@ -8,7 +8,9 @@
 #   - --layers subsets: --attentions holds exactly the kept layers' planes, in order, and
 #     --hidden-states stays whole (every layer still runs);
 #   - the same ids given as a comma list and as the .npy give the same bits;
-#   - a run that writes no tensor runs only up to the last kept layer and says the same of them.
+#   - a run that writes no tensor runs only up to the last kept layer and says the same of them;
+#   - a mixture of experts (golden/experts.npy): --experts the same ids, --expert-weights within the
+#     tolerance, the JSON trace's experts per position the same ids.
 # Env: ATTNTRACE (binary), SRC (repo root), PYTHON (/usr/bin/python3 with numpy).
 source "$(dirname "${BASH_SOURCE[0]}")/golden_common.bash"
 MODELS="$SRC/tests/fixtures/models"
@@ -51,6 +53,34 @@ for dir in "$MODELS"/full_*/; do
         [[ -f $gold/logits.npy ]] && { close "$name/$dtype logits" "$work/l.npy" "$gold/logits.npy" $rtol $atol || ok=0; }
         [[ $ok == 1 ]] && passed=$((passed + 1)) || failed=$((failed + 1))
     done
+
+    # a mixture of experts: --experts equal to the golden routing, --expert-weights close, and the
+    # JSON trace's "experts" of each layer the same ids
+    if [[ -f $gold/experts.npy ]]; then
+        for dtype in f32 f64; do
+            if [[ $dtype == f32 ]]; then rtol=1e-4 atol=1e-5; else rtol=1e-9 atol=1e-10; fi
+            rm -f "$work"/{e,ew}.npy
+            if "$ATTNTRACE" model "$dir" --ids "$dir/ids.npy" --dtype $dtype --experts "$work/e.npy" \
+                --expert-weights "$work/ew.npy" --top 0 --format json < /dev/null > "$work/trace.json" 2> "$work/err" &&
+                close "$name/$dtype experts" "$work/e.npy" "$gold/experts.npy" 0 0 &&
+                close "$name/$dtype expert_weights" "$work/ew.npy" "$gold/expert_weights.npy" $rtol $atol &&
+                "$PYTHON" - "$work/trace.json" "$gold/experts.npy" "$work/e.npy" <<'PY'
+import json, sys
+import numpy as np
+trace, gold, written = json.load(open(sys.argv[1])), np.load(sys.argv[2]), np.load(sys.argv[3])
+assert written.dtype == np.int64, written.dtype
+moe = [l["experts"] for l in trace["layers"] if l["experts"] is not None]
+assert len(moe) == len(gold), (len(moe), gold.shape)
+for layer, g in zip(moe, gold):
+    assert [p["ids"] for p in layer] == g.tolist(), (layer, g)
+PY
+            then
+                passed=$((passed + 1))
+            else
+                fail "$name/$dtype routing" "$(cat "$work/err")"
+            fi
+        done
+    fi
 
     # --layers: the last layer and the first, in the order of the model
     layers=$("$PYTHON" -c 'import numpy, sys; print(numpy.load(sys.argv[1]).shape[0])' "$gold/attentions.npy")

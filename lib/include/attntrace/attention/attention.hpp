@@ -31,6 +31,10 @@ namespace attntrace {
 
 struct AttentionOptions {
     std::optional<double> scale;   // default 1/sqrt(P)
+    // > 0: the scores soft-capped before the masks, tanh(s / softcap) * softcap (Gemma 2's
+    // attn_logit_softcapping); the weights are the softmax of the capped scores. Runs on the BLAS
+    // kernels (the fused ones do not cap).
+    std::optional<double> softcap;
     bool need_weights = false;     // return the softmax weights
     bool average_heads = false;    // mha: average the weights over heads, as PyTorch's default
     bool row_stats = false;        // per query row: entropy and most-attended key (head statistics)
@@ -78,6 +82,7 @@ struct AttentionResult {
     Array<T> output;                // sdpa (..., Lq, Ev); mha (B, Lq, PO) or (Lq, PO)
     std::optional<Array<T>> weights;  // (..., Lq, Lk); mha (B, H, Lq, Lk), averaged (B, Lq, Lk)
     double scale = 0;               // the scale actually applied
+    double softcap = 0;             // the soft cap applied to the scores (0: none)
     std::size_t empty_rows = 0;     // query rows (over every head) whose keys are all masked
     HeadSizes sizes;                // mha: P, Pv, PO
     std::optional<RowStats> row_stats;  // with options.row_stats
