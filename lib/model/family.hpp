@@ -9,6 +9,7 @@
 //
 // Legend: E hidden size, H heads, G kv heads, P head dim, I MLP size, V vocabulary, T position
 // table rows.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -19,6 +20,10 @@
 #include "attntrace/model/checkpoint.hpp"
 #include "attntrace/model/model.hpp"
 #include "config_reader.hpp"
+
+namespace attntrace {
+class GgufFiles;
+}
 
 namespace attntrace {
 
@@ -83,6 +88,8 @@ enum class GgufLayout : std::uint8_t {
     rotary,      // q or k rows permuted per head for llama.cpp's rotary (conversion/llama.py
                  // LlamaModel.permute: each head's (2, P/2) rows as (P/2, 2)), in the
                  // architectures whose rotary_permuted says so
+    shifted,     // stored with TensorSpec::offset already added (conversion/gemma.py: Gemma's
+                 // norms written as 1 + w)
 };
 
 // The names llama.cpp gives a family's tensors and metadata (src/llama-arch.cpp LLM_TENSOR_NAMES,
@@ -102,6 +109,7 @@ struct GgufTable {
         std::string_view role;  // the family's role: "self_attn.q_proj.weight", "embed_tokens.weight"
         std::string_view name;  // llama.cpp's: "attn_q.weight" (a layer's, after "blk.N."), "token_embd.weight"
         GgufLayout layout = GgufLayout::as_is;
+        std::string_view only = "";  // the architectures it is for, space-separated ("": every one)
     };
     struct Flag {  // a config.json flag the file's tensors imply: KEY is whether TENSOR is there (or not, NEGATED)
         std::string_view tensor;  // "output.weight", "blk.0.attn_q.bias"
@@ -113,12 +121,24 @@ struct GgufTable {
     std::vector<Tensor> tensors;
     std::vector<Flag> flags;
     std::string_view token_embedding;  // its rows are vocab_size: "token_embd.weight"
+    // llama.cpp's own rules that no key states (a hidden per-model default, a setting it ignores,
+    // values stored as tensors), applied to CONFIG after the keys: null when none.
+    void (*derive)(const GgufFiles& file, std::string_view architecture, nlohmann::json& config) = nullptr;
 
-    // The entry of ROLE, or null.
-    const Tensor* find(std::string_view role) const {
+    // The entry of ROLE for ARCHITECTURE, or null.
+    const Tensor* find(std::string_view role, std::string_view architecture) const {
         for (const Tensor& t : tensors)
-            if (t.role == role) return &t;
+            if (t.role == role && (t.only.empty() || names(t.only, architecture))) return &t;
         return nullptr;
+    }
+    // Whether the space-separated LIST holds WORD.
+    static bool names(std::string_view list, std::string_view word) {
+        for (std::size_t at = 0; at <= list.size();) {
+            const std::size_t end = std::min(list.find(' ', at), list.size());
+            if (list.substr(at, end - at) == word) return true;
+            at = end + 1;
+        }
+        return false;
     }
     const Architecture* architecture(std::string_view name) const {
         for (const Architecture& a : architectures)

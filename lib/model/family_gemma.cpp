@@ -16,6 +16,7 @@
 // rope_local_base_freq with no scaling, global ones' from rope_theta (1e6) + rope_scaling; no
 // attention soft-capping whatever the config says (Gemma3Attention passes none), final soft-capping
 // only where configured. use_bidirectional_attention (Gemma 3 embedding models) is refused.
+#include "attntrace/io/gguf.hpp"
 #include "family.hpp"
 
 #include "attntrace/tensor/errors.hpp"
@@ -159,7 +160,60 @@ public:
     }
 
     std::vector<TensorSpec> head_tensors(const ModelConfig& m) const override { return lm_head_tensors("lm_head", m); }
+
+    const GgufTable* gguf() const override { return &gguf_table; }
+
+private:
+    // llama.cpp's names (src/llama-arch.cpp LLM_ARCH_GEMMA, _GEMMA2, _GEMMA3; src/models/gemma*.cpp):
+    // conversion/gemma.py writes every norm as 1 + w (shifted), gemma2's post-attention norm is
+    // post_attention_norm and its MLP's ffn_norm / post_ffw_norm (gemma's MLP norm is ffn_norm);
+    // rope_local_base_freq is rope.freq_base_swa. See gemma_derive for what no key says.
+    static void gemma_derive(const GgufFiles& file, std::string_view arch, nlohmann::json& config);
+    inline static const GgufTable gguf_table{
+        .architectures = {{"gemma", "gemma"}, {"gemma2", "gemma2"}, {"gemma3", "gemma3_text"}},
+        .keys = {{"block_count", "num_hidden_layers"}, {"context_length", "max_position_embeddings"},
+                 {"embedding_length", "hidden_size"}, {"feed_forward_length", "intermediate_size"},
+                 {"attention.head_count", "num_attention_heads"}, {"attention.head_count_kv", "num_key_value_heads"},
+                 {"attention.key_length", "head_dim"}, {"attention.layer_norm_rms_epsilon", "rms_norm_eps"},
+                 {"rope.freq_base", "rope_theta"}, {"rope.freq_base_swa", "rope_local_base_freq"},
+                 {"attention.sliding_window", "sliding_window"},
+                 {"attention.sliding_window_pattern", "sliding_window_pattern"},
+                 {"attn_logit_softcapping", "attn_logit_softcapping"},
+                 {"final_logit_softcapping", "final_logit_softcapping"}},
+        .tensors = {{"input_layernorm.weight", "attn_norm.weight", GgufLayout::shifted},
+                    {"self_attn.q_proj.weight", "attn_q.weight"}, {"self_attn.k_proj.weight", "attn_k.weight"},
+                    {"self_attn.v_proj.weight", "attn_v.weight"}, {"self_attn.o_proj.weight", "attn_output.weight"},
+                    {"self_attn.q_norm.weight", "attn_q_norm.weight", GgufLayout::shifted},
+                    {"self_attn.k_norm.weight", "attn_k_norm.weight", GgufLayout::shifted},
+                    {"post_attention_layernorm.weight", "ffn_norm.weight", GgufLayout::shifted, "gemma"},
+                    {"post_attention_layernorm.weight", "post_attention_norm.weight", GgufLayout::shifted},
+                    {"pre_feedforward_layernorm.weight", "ffn_norm.weight", GgufLayout::shifted},
+                    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", GgufLayout::shifted},
+                    {"mlp.gate_proj.weight", "ffn_gate.weight"}, {"mlp.up_proj.weight", "ffn_up.weight"},
+                    {"mlp.down_proj.weight", "ffn_down.weight"}, {"embed_tokens.weight", "token_embd.weight"},
+                    {"norm.weight", "output_norm.weight", GgufLayout::shifted}, {"lm_head.weight", "output.weight"}},
+        .flags = {{"output.weight", "tie_word_embeddings", true}},
+        .token_embedding = "token_embd.weight",
+        .derive = gemma_derive,
+    };
 };
+
+// What llama.cpp does that no key says (src/models/gemma2.cpp, gemma3.cpp load_arch_hparams):
+// the scores are scaled by 1 / sqrt(head dim), or 1 / sqrt(E / H) for the 27B models (46 layers
+// of gemma2, 62 of gemma3), whatever query_pre_attn_scalar the checkpoint had; a gemma3 file
+// without a sliding window (or with 0) has none on any layer, every layer's rotary the global one.
+void Gemma::gemma_derive(const GgufFiles& file, std::string_view arch, json& config) {
+    (void)file;
+    const std::size_t layers = config.value("num_hidden_layers", std::size_t{0});
+    const bool big = (arch == "gemma2" && layers == 46) || (arch == "gemma3" && layers == 62);
+    if (arch != "gemma" && config.contains("hidden_size") && config.contains("num_attention_heads"))
+        config["query_pre_attn_scalar"] = big ? config["hidden_size"].get<double>() / config["num_attention_heads"].get<double>()
+                                              : config.value("head_dim", 256.0);
+    if (arch == "gemma3" && config.value("sliding_window", 0) == 0) {
+        config["sliding_window"] = nullptr;
+        config["layer_types"] = json(std::vector<std::string>(layers, "full_attention"));
+    }
+}
 
 }  // namespace
 

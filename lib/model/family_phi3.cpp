@@ -10,6 +10,9 @@
 //     cos and sin times the attention factor sqrt(1 + ln(max / original) / ln(original))
 //     (modeling_rope_utils.py _compute_longrope_parameters, dynamic_rope_update);
 //   - sliding_window (null by default) on every layer; no biases.
+#include <algorithm>
+
+#include "attntrace/io/gguf.hpp"
 #include "family.hpp"
 
 namespace attntrace {
@@ -85,7 +88,57 @@ public:
     std::vector<TensorSpec> final_tensors(const ModelConfig& m) const override { return final_norm_tensors("norm", m); }
 
     std::vector<TensorSpec> head_tensors(const ModelConfig& m) const override { return lm_head_tensors("lm_head", m); }
+
+    const GgufTable* gguf() const override { return &gguf_table; }
+
+private:
+    // llama.cpp's names (src/llama-arch.cpp LLM_ARCH_PHI3, src/models/phi3.cpp): qkv_proj is
+    // attn_qkv, gate_up_proj ffn_up (gate first, as Phi3MLP chunks it); LongRoPE's factors are
+    // the rope_factors_long / rope_factors_short tensors (conversion/phi.py
+    // generate_extra_tensors). See phi3_derive.
+    static void phi3_derive(const GgufFiles& file, std::string_view arch, nlohmann::json& config);
+    inline static const GgufTable gguf_table{
+        .architectures = {{"phi3", "phi3"}},
+        .keys = {{"block_count", "num_hidden_layers"}, {"context_length", "max_position_embeddings"},
+                 {"embedding_length", "hidden_size"}, {"feed_forward_length", "intermediate_size"},
+                 {"attention.head_count", "num_attention_heads"}, {"attention.head_count_kv", "num_key_value_heads"},
+                 {"attention.layer_norm_rms_epsilon", "rms_norm_eps"}, {"rope.freq_base", "rope_theta"},
+                 {"rope.scaling.original_context_length", "original_max_position_embeddings"}},
+        .tensors = {{"input_layernorm.weight", "attn_norm.weight"}, {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
+                    {"self_attn.o_proj.weight", "attn_output.weight"},
+                    {"post_attention_layernorm.weight", "ffn_norm.weight"}, {"mlp.gate_up_proj.weight", "ffn_up.weight"},
+                    {"mlp.down_proj.weight", "ffn_down.weight"}, {"embed_tokens.weight", "token_embd.weight"},
+                    {"norm.weight", "output_norm.weight"}, {"lm_head.weight", "output.weight"}},
+        .flags = {{"output.weight", "tie_word_embeddings", true}},
+        .token_embedding = "token_embd.weight",
+        .derive = phi3_derive,
+    };
 };
+
+// What llama.cpp does that no key says (src/models/phi3.cpp, llama-model.cpp get_rope_factors):
+// no sliding window (it disables Phi-3's), the rotary on rope.dimension_count dims of each head,
+// and with rope_factors_long / _short the LongRoPE of the checkpoint (its attention factor from
+// the context lengths, as conversion/phi.py computed rope.scaling.attn_factor). llama.cpp picks
+// the long factors when its context (n_ctx) is past the original length; attntrace, as
+// transformers, when the sequence is.
+void Phi3::phi3_derive(const GgufFiles& file, std::string_view arch, nlohmann::json& config) {
+    config["sliding_window"] = nullptr;
+    const double p = config.value("hidden_size", 0.0) / std::max(1.0, config.value("num_attention_heads", 1.0));
+    if (const auto dims = file.count(std::string(arch) + ".rope.dimension_count"); dims && p > 0)
+        config["partial_rotary_factor"] = static_cast<double>(*dims) / p;
+    const GgufTensor* long_factors = file.tensor("rope_factors_long.weight");
+    const GgufTensor* short_factors = file.tensor("rope_factors_short.weight");
+    if (!long_factors || !short_factors) return;
+    auto values = [&](const GgufTensor& t) {
+        std::vector<double> out(t.shape.empty() ? 1 : t.shape[0]);
+        file.read_rows(t, 0, out.size(), out.data());
+        return out;
+    };
+    config["rope_scaling"] = {{"type", "longrope"}, {"long_factor", values(*long_factors)},
+                              {"short_factor", values(*short_factors)}};
+    if (config.contains("original_max_position_embeddings"))
+        config["rope_scaling"]["original_max_position_embeddings"] = config["original_max_position_embeddings"];
+}
 
 }  // namespace
 

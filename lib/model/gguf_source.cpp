@@ -65,6 +65,7 @@ void GgufSource::read_config(const Family& family, std::string_view arch, std::s
     for (const GgufTable::Flag& f : table.flags) config_[std::string(f.key)] = (names_.count(std::string(f.tensor)) != 0) != f.negated;
     if (const GgufTensor* t = files_->tensor(table.token_embedding); t && t->shape.size() == 2)
         config_["vocab_size"] = t->shape[0];
+    if (table.derive) table.derive(*files_, arch, config_);
 }
 
 void GgufSource::adjust(LayerConfig& c) {

@@ -24,10 +24,13 @@ std::string swapped(const std::string& formula) {
     return out;
 }
 
-// The entry of SPEC's role in FAMILY's GGUF table (InputError naming PATH when there is none).
-const GgufTable::Tensor& gguf_entry(const Family& family, const TensorSpec& spec, const std::string& path) {
-    const GgufTable::Tensor* entry = family.gguf() ? family.gguf()->find(spec.role) : nullptr;
-    if (!entry) fail(path, "no GGUF name for the tensor '" + spec.role + "' " + spec.formula + " (llama.cpp has none)");
+// The entry of SPEC's role in FAMILY's GGUF table for the architecture of SOURCE (InputError
+// naming it when there is none).
+const GgufTable::Tensor& gguf_entry(const ModelSource& source, const Family& family, const TensorSpec& spec) {
+    const auto arch = source.gguf()->string("general.architecture");
+    const GgufTable::Tensor* entry = family.gguf() && arch ? family.gguf()->find(spec.role, *arch) : nullptr;
+    if (!entry)
+        fail(source.path(), "no GGUF name for the tensor '" + spec.role + "' " + spec.formula + " (llama.cpp has none)");
     return *entry;
 }
 
@@ -51,7 +54,8 @@ std::optional<TensorNaming> naming_for(ModelSource& source, const Family& family
 
 TensorSpec as_stored(const ModelSource& source, const Family& family, TensorSpec spec) {
     if (!source.gguf()) return spec;
-    const GgufTable::Tensor& entry = gguf_entry(family, spec, source.path());
+    const GgufTable::Tensor& entry = gguf_entry(source, family, spec);
+    if (entry.layout == GgufLayout::shifted) spec.offset = 0;
     if (entry.layout == GgufLayout::transposed && spec.shape.size() == 2) {
         spec.stored = Stored::linear;
         spec.shape = {spec.shape[1], spec.shape[0]};
@@ -71,7 +75,7 @@ ModelTensor resolve_tensor(ModelSource& source, const TensorNaming& naming, cons
     std::string name;
     if (naming.gguf) {
         name = (layer ? "blk." + std::to_string(*layer) + "." : "") +
-               std::string(gguf_entry(*naming.family, spec, source.path()).name);
+               std::string(gguf_entry(source, *naming.family, spec).name);
     } else {
         const std::string at = head ? "" : naming.prefix + (layer ? naming.family->layer_stem(*layer) : "");
         name = at + spec.role;
@@ -114,7 +118,7 @@ std::string resolve_head(ModelTensors& t, const ModelConfig& m, const TensorNami
     if (specs.empty()) return "";  // tied: the token embeddings are the head
     ModelSource& source = *t.files;
     const TensorSpec& first = specs.front();
-    const std::string name = naming.gguf ? std::string(gguf_entry(*m.family, first, source.path()).name) : first.role;
+    const std::string name = naming.gguf ? std::string(gguf_entry(source, *m.family, first).name) : first.role;
     if (!source.names().count(name)) {
         if (m.head == Head::masked_lm)
             return source.path() + " has no masked-LM head (no " + first.role + "): it was saved without one (" +

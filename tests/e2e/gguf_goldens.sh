@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # attntrace on GGUF files (tests/fixtures/gguf/<case>/, made by tests/goldens/make_gguf_goldens.py:
-# llama, Mistral's and Llama 3's files, qwen2, qwen3, gpt2; f32, f16, bf16, q8_0, q4_0, q4_1,
-# q5_0, q5_1, iq4_nl, q2_K ... q6_K, iq4_xs, a q4_K_M mix, a split model) against their goldens:
+# llama, Mistral's and Llama 3's files, qwen2, qwen3, gpt2, gemma, gemma2, gemma3, phi3; f32, f16,
+# bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K ... q6_K, iq4_xs, a q4_K_M mix, a split model)
+# against their goldens:
 #   - model --ids: hidden_states, attentions and logits equal hf_model.py's float64 forward on the
 #     weights ggml itself dequantizes (rtol 1e-4, atol 1e-5 x the largest golden magnitude in f32;
 #     rtol 1e-9, atol 1e-10 in f64), as the checkpoint goldens (model_goldens.sh);
@@ -88,7 +89,8 @@ PY
 done
 
 # mha --model FILE.gguf --layer N: layer N's attention as the whole model computes it
-for name in llama_q8_0 mistral_q5_1 qwen2_q4_1 qwen3_bf16_split gpt2_q8_0 llama256_q4_k; do
+for name in llama_q8_0 mistral_q5_1 qwen2_q4_1 qwen3_bf16_split gpt2_q8_0 gemma_f16 gemma2_q8_0 gemma3_q5_1 phi3_q4_0 \
+    llama256_q4_k; do
     dir="$CASES/$name"
     file=$(ls "$dir"/model*.gguf | head -n 1)
     layers=$("$PYTHON" -c 'import numpy, sys; print(numpy.load(sys.argv[1]).shape[0])' "$dir/golden/attentions.npy")

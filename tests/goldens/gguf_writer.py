@@ -19,6 +19,13 @@ The conventions of convert_hf_to_gguf.py (llama.cpp conversion/*.py), for the fa
   gpt2            -> "gpt2": Conv1D weights transposed to (out, in) (conversion/gpt2.py); its own
                      set_gguf_parameters (context_length from n_positions here: the fixtures'
                      configs have no n_ctx; feed_forward_length 4 E)
+  gemma, gemma2,  -> "gemma", "gemma2", "gemma3" (conversion/gemma.py): every norm written as 1 + w,
+  gemma3_text        lm_head dropped (gemma, gemma2), their own set_gguf_parameters (soft caps,
+                     sliding_window; gemma3: rope.freq_base_swa from rope_local_base_freq, no
+                     sliding_window_pattern)
+  phi3            -> "phi3" (conversion/phi.py Phi3MiniModel): qkv_proj and gate_up_proj kept fused,
+                     rope_factors_long / _short tensors and rope.scaling.attn_factor for LongRoPE,
+                     sliding_window 0 when none
 Tensor names from gguf-py/gguf/tensor_mapping.py (model.layers.N.self_attn.q_proj -> blk.N.attn_q
 ...). Tensor types as ModelBase.prepare_tensors chooses them: 1-D tensors, *_norm.weight,
 position_embd and anything not ending in ".weight" (the biases) in F32, the rest in the file type
@@ -26,7 +33,9 @@ position_embd and anything not ending in ".weight" (the biases) in F32, the rest
 a row not a multiple of 32 falls back to F16). The tokenizer (a byte-level BPE tokenizer.json:
 model "gpt2") as TextModel._set_vocab_gpt2 writes it: get_vocab_base's tokens and token types,
 then gguf-py's SpecialVocab (merges, special token ids, add_*_token) when gguf-py is importable
-(tests/goldens/llama_cpp.py gguf_py()), else the merges and config.json's *_token_id.
+(tests/goldens/llama_cpp.py gguf_py()), else the merges and config.json's *_token_id. (Gemma 1/2 and
+Phi-3 are converted from a SentencePiece tokenizer.model, which the fixtures do not have: their
+byte-level tokenizer.json is written the gpt2 way, pre "default".)
 
 The other quantized types are made from these files by llama.cpp itself (quantize(): ctypes
 llama_model_quantize, make_gguf_goldens.py).
@@ -180,14 +189,19 @@ class Writer:
 
 
 # ------------------------------------------------------------------------------ conventions
-ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gpt2": "gpt2"}
+ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gpt2": "gpt2", "gemma": "gemma",
+        "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi3"}
+GEMMAS = ("gemma", "gemma2", "gemma3_text")
 PREFIXES = ("model.", "transformer.")
 LLAMA_NAMES = {  # gguf-py tensor_mapping.py, after the layer stem layers.N. -> blk.N.
     "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
     "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm",
     "self_attn.k_norm": "attn_k_norm", "post_attention_layernorm": "ffn_norm", "mlp.gate_proj": "ffn_gate",
     "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+    "self_attn.qkv_proj": "attn_qkv", "mlp.gate_up_proj": "ffn_up",  # Phi-3's fused ones
 }
+SANDWICH_NAMES = {"post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
+                  "post_feedforward_layernorm": "post_ffw_norm"}  # Gemma 2 and 3
 GPT2_NAMES = {"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
               "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
 OUTER = {"embed_tokens": "token_embd", "norm": "output_norm", "lm_head": "output", "wte": "token_embd",
@@ -203,6 +217,8 @@ def gguf_name(model_type, name):
     parts = base.split(".")
     if parts[0] in ("layers", "h") and len(parts) > 2:
         table = GPT2_NAMES if model_type == "gpt2" else LLAMA_NAMES
+        if model_type in ("gemma2", "gemma3_text"):
+            table = {**table, **SANDWICH_NAMES}
         return f"blk.{parts[1]}.{table['.'.join(parts[2:])]}.{suffix}"
     return f"{OUTER[base]}.{suffix}"
 
@@ -240,17 +256,96 @@ def llama3_rope_factors(cfg):
     return np.array(out, dtype=np.float32)
 
 
+def gemma_hparams(w, cfg, kind):
+    """GemmaModel / Gemma2Model / Gemma3Model.set_gguf_parameters (conversion/gemma.py)."""
+    a = w.arch
+    if kind == "gemma3_text":
+        text_hparams(w, dict(cfg, rope_parameters=None))
+        if cfg.get("rope_local_base_freq") is not None:  # TextModel: rope.freq_base_swa
+            w.add(f"{a}.rope.freq_base_swa", cfg["rope_local_base_freq"], FLOAT32)
+        w.add(f"{a}.context_length", cfg.get("max_position_embeddings", 131072), UINT32)
+        w.add(f"{a}.attention.head_count", cfg.get("num_attention_heads", 8), UINT32)
+        w.add(f"{a}.attention.layer_norm_rms_epsilon", cfg.get("rms_norm_eps", 1e-6), FLOAT32)
+        w.add(f"{a}.attention.key_length", cfg.get("head_dim", 256), UINT32)
+        w.add(f"{a}.attention.value_length", cfg.get("head_dim", 256), UINT32)
+        w.add(f"{a}.rope.freq_base", cfg.get("rope_theta", 1_000_000.0), FLOAT32)
+        if cfg.get("final_logit_softcapping"):
+            w.add(f"{a}.final_logit_softcapping", cfg["final_logit_softcapping"], FLOAT32)
+        if cfg.get("sliding_window_pattern") != 1:
+            w.add(f"{a}.attention.sliding_window", cfg["sliding_window"], UINT32)
+        w.add(f"{a}.attention.head_count_kv", cfg.get("num_key_value_heads", 4), UINT32)
+        return
+    for key, value, vtype in (("context_length", cfg["max_position_embeddings"], UINT32),
+                              ("embedding_length", cfg["hidden_size"], UINT32),
+                              ("block_count", cfg["num_hidden_layers"], UINT32),
+                              ("feed_forward_length", cfg["intermediate_size"], UINT32),
+                              ("attention.head_count", cfg["num_attention_heads"], UINT32),
+                              ("attention.head_count_kv", cfg.get("num_key_value_heads", cfg["num_attention_heads"]), UINT32),
+                              ("attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"], FLOAT32),
+                              ("attention.key_length", cfg["head_dim"], UINT32),
+                              ("attention.value_length", cfg["head_dim"], UINT32)):
+        w.add(f"{a}.{key}", value, vtype)
+    if kind == "gemma2":
+        w.add(f"{a}.attn_logit_softcapping", cfg["attn_logit_softcapping"], FLOAT32)
+        w.add(f"{a}.final_logit_softcapping", cfg["final_logit_softcapping"], FLOAT32)
+        w.add(f"{a}.attention.sliding_window", cfg["sliding_window"], UINT32)
+
+
+def phi3_hparams(w, cfg):
+    """Phi3MiniModel.set_gguf_parameters and generate_extra_tensors' key (conversion/phi.py)."""
+    a = w.arch
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    orig = rope.get("original_max_position_embeddings", cfg.get("original_max_position_embeddings"))
+    rot = rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))
+    e, h = cfg["hidden_size"], cfg["num_attention_heads"]
+    for key, value, vtype in (("context_length", cfg["max_position_embeddings"], UINT32),
+                              ("rope.scaling.original_context_length", orig, UINT32),
+                              ("embedding_length", e, UINT32), ("feed_forward_length", cfg["intermediate_size"], UINT32),
+                              ("block_count", cfg["num_hidden_layers"], UINT32), ("attention.head_count", h, UINT32),
+                              ("attention.head_count_kv", cfg["num_key_value_heads"], UINT32),
+                              ("attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"], FLOAT32),
+                              ("rope.dimension_count", int(rot * e) // h, UINT32),
+                              ("rope.freq_base", rope.get("rope_theta", cfg.get("rope_theta", 10000.0)), FLOAT32)):
+        w.add(f"{a}.{key}", value, vtype)
+    w.add("general.file_type_placeholder", 0, UINT32)  # keeps convert's key order: file_type comes here
+    w.add(f"{a}.attention.sliding_window", cfg.get("sliding_window") or 0, UINT32)
+    if rope.get("long_factor"):
+        scale = cfg["max_position_embeddings"] / orig
+        w.add(f"{a}.rope.scaling.attn_factor",
+              math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1.0 else 1.0, FLOAT32)
+
+
+def phi3_rope_factors(cfg):
+    """Phi3MiniModel.generate_extra_tensors: (long, short) float32 factors, or None."""
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    if not rope.get("long_factor"):
+        return None
+    return np.array(rope["long_factor"], dtype=np.float32), np.array(rope["short_factor"], dtype=np.float32)
+
+
 def hparams(w, cfg, kind):
     """TextModel.set_gguf_parameters, LlamaModel's and GPT2Model's additions."""
+    if kind in GEMMAS:
+        return gemma_hparams(w, cfg, kind)
+    if kind == "phi3":
+        return phi3_hparams(w, cfg)
+    text_hparams(w, cfg) if kind != "gpt2" else gpt2_hparams(w, cfg)
+
+
+def gpt2_hparams(w, cfg):
+    """GPT2Model.set_gguf_parameters (conversion/gpt2.py)."""
     a = w.arch
-    if kind == "gpt2":
-        w.add(f"{a}.block_count", cfg["n_layer"], UINT32)
-        w.add(f"{a}.context_length", cfg.get("n_ctx", cfg.get("n_positions", 1024)), UINT32)
-        w.add(f"{a}.embedding_length", cfg["n_embd"], UINT32)
-        w.add(f"{a}.feed_forward_length", 4 * cfg["n_embd"], UINT32)
-        w.add(f"{a}.attention.head_count", cfg["n_head"], UINT32)
-        w.add(f"{a}.attention.layer_norm_epsilon", cfg.get("layer_norm_epsilon", 1e-5), FLOAT32)
-        return
+    w.add(f"{a}.block_count", cfg["n_layer"], UINT32)
+    w.add(f"{a}.context_length", cfg.get("n_ctx", cfg.get("n_positions", 1024)), UINT32)
+    w.add(f"{a}.embedding_length", cfg["n_embd"], UINT32)
+    w.add(f"{a}.feed_forward_length", 4 * cfg["n_embd"], UINT32)
+    w.add(f"{a}.attention.head_count", cfg["n_head"], UINT32)
+    w.add(f"{a}.attention.layer_norm_epsilon", cfg.get("layer_norm_epsilon", 1e-5), FLOAT32)
+
+
+def text_hparams(w, cfg):
+    """TextModel.set_gguf_parameters (conversion/base.py)."""
+    a = w.arch
     w.add(f"{a}.block_count", cfg["num_hidden_layers"], UINT32)
     if "max_position_embeddings" in cfg:
         w.add(f"{a}.context_length", cfg["max_position_embeddings"], UINT32)
@@ -328,6 +423,8 @@ def converted_tensors(cfg, tensors):
     out = []
     if kind in ("llama", "mistral") and (factors := llama3_rope_factors(cfg)) is not None:
         out.append(("rope_freqs.weight", factors))
+    if kind == "phi3" and (factors := phi3_rope_factors(cfg)) is not None:
+        out += [("rope_factors_long.weight", factors[0]), ("rope_factors_short.weight", factors[1])]
     n_head = cfg.get("num_attention_heads")
     n_kv = cfg.get("num_key_value_heads") or n_head
     for name in sorted(tensors, key=lambda n: [int(p) if p.isdecimal() else p for p in n.split(".")]):
@@ -341,6 +438,10 @@ def converted_tensors(cfg, tensors):
                 x = permute(x, n_head, n_kv)
         if kind == "gpt2" and name.endswith((".c_attn.weight", ".c_proj.weight", ".c_fc.weight")):
             x = x.T
+        if kind in GEMMAS and name.endswith("norm.weight"):  # GemmaModel.modify_tensors: 1 + w
+            x = x + np.float32(1)
+        if kind in ("gemma", "gemma2") and name == "lm_head.weight":  # filter_tensors: not used
+            continue
         out.append((gguf_name(kind, name), x))
     return out
 
@@ -436,7 +537,8 @@ def gguf_py():
 
 
 # ----------------------------------------------------------------------------------- convert
-DEFAULT_PRE = {"llama": "llama-bpe", "mistral": "llama-bpe", "qwen2": "qwen2", "qwen3": "qwen2", "gpt2": "gpt-2"}
+DEFAULT_PRE = {"llama": "llama-bpe", "mistral": "llama-bpe", "qwen2": "qwen2", "qwen3": "qwen2", "gpt2": "gpt-2",
+               "gemma": "default", "gemma2": "default", "gemma3_text": "default", "phi3": "default"}
 
 
 def convert(model_dir, ftype="f32", pre=None, name=None, vocab=True):
@@ -455,7 +557,11 @@ def convert(model_dir, ftype="f32", pre=None, name=None, vocab=True):
         w.add(f"{w.arch}.vocab_size", cfg["vocab_size"], UINT32)
         w.add(f"{w.arch}.rope.dimension_count", cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"],
               UINT32)
-    w.add("general.file_type", FTYPE[ftype], UINT32)
+    if "general.file_type_placeholder" in w.kv:  # phi3 writes file_type among its keys
+        w.kv = {("general.file_type" if k == "general.file_type_placeholder" else k):
+                ((FTYPE[ftype], UINT32, None) if k == "general.file_type_placeholder" else v) for k, v in w.kv.items()}
+    else:
+        w.add("general.file_type", FTYPE[ftype], UINT32)
     w.add("general.quantization_version", QUANT_VERSION, UINT32)
     if vocab:
         add_vocab(w, model_dir, cfg, pre or DEFAULT_PRE[kind])
@@ -475,7 +581,8 @@ def self_test():
     import tempfile
     models = Path(__file__).resolve().parents[1] / "fixtures" / "models"
     checked = 0
-    for case in ("full_llama", "full_qwen2", "full_qwen3", "full_gpt2", "full_mistral", "full_llama_tied"):
+    for case in ("full_llama", "full_qwen2", "full_qwen3", "full_gpt2", "full_mistral", "full_llama_tied", "full_gemma",
+                 "full_gemma2", "full_gemma3", "full_phi3"):
         for ftype in ("f32", "f16", "bf16", "q8_0"):
             w = convert(models / case, ftype)
             with tempfile.TemporaryDirectory() as d:

@@ -26,8 +26,10 @@ Sources: the whole-model fixtures (tests/fixtures/models/full_*, E 32) for the 3
 types, and for the 256-element K types and IQ4_XS a one-layer Llama made here (E 256, seeded, with
 full_llama's tokenizer), whose checkpoint is not kept. What llama.cpp runs differently from the
 checkpoint's config.json is what (b) follows: the "llama" architecture has no sliding window
-(Mistral's files), neither does "qwen2" here, GPT-2 has no scale_attn_by_inverse_layer_idx and its
-MLP is 4 E wide, and llama3 rope scaling is the rope_freqs factors convert_hf_to_gguf.py stores
+(Mistral's files), neither does "qwen2" here nor "phi3", GPT-2 has no scale_attn_by_inverse_layer_idx
+and its MLP is 4 E wide, Gemma 2 and 3 scale the scores by 1/sqrt(head dim) whatever
+query_pre_attn_scalar was and Gemma 3's sliding window pattern is llama.cpp's 6 (convert writes
+none), and llama3 rope scaling is the rope_freqs factors convert_hf_to_gguf.py stores
 (each frequency divided by its float32 factor, as ggml's rope does with freq_factors).
 """
 import contextlib
@@ -65,6 +67,10 @@ CASES = [
     ("qwen3_bf16_split", "full_qwen3", "bf16", None, {"split": 12}),
     ("qwen3_q5_0", "full_qwen3", "f32", "q5_0", {}),
     ("gpt2_q8_0", "full_gpt2", "q8_0", None, {}),
+    ("gemma_f16", "full_gemma", "f16", None, {}),
+    ("gemma2_q8_0", "full_gemma2", "q8_0", None, {}),
+    ("gemma3_q5_1", "full_gemma3", "f32", "q5_1", {}),
+    ("phi3_q4_0", "full_phi3", "f32", "q4_0", {}),
     ("llama256_q2_k", "llama256", "f32", "q2_k", {}),
     ("llama256_q3_k", "llama256", "f32", "q3_k_s", {}),
     ("llama256_q4_k", "llama256", "f32", "q4_k_s", {}),
@@ -126,7 +132,11 @@ def read_gguf(paths):
 def hf_name(model_type, gguf_name):
     """gguf_writer.gguf_name inverted: the checkpoint name (no prefix) of a GGUF tensor name."""
     stem = "h" if model_type == "gpt2" else "layers"
-    table = gguf_writer.GPT2_NAMES if model_type == "gpt2" else gguf_writer.LLAMA_NAMES
+    table = gguf_writer.GPT2_NAMES if model_type == "gpt2" else dict(gguf_writer.LLAMA_NAMES)
+    if model_type == "phi3":
+        table = {k: v for k, v in table.items() if k not in ("mlp.up_proj",)}
+    if model_type in ("gemma2", "gemma3_text"):
+        table = {**{k: v for k, v in table.items() if k != "post_attention_layernorm"}, **gguf_writer.SANDWICH_NAMES}
     base, _, suffix = gguf_name.rpartition(".")
     if base.startswith("blk."):
         _, n, short = base.split(".", 2)
@@ -145,7 +155,7 @@ def dequantized_checkpoint(paths, cfg):
     kind = cfg["model_type"]
     out = {}
     for name, (ggml_type, shape, raw) in read_gguf(paths).items():
-        if name == "rope_freqs.weight":
+        if name in ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"):
             continue
         x = llama_cpp_model.to_float(ggml_type, raw, int(np.prod(shape))).reshape(shape)
         if kind in ("llama", "mistral") and name.split(".")[-2] in ("attn_q", "attn_k"):
@@ -153,6 +163,8 @@ def dequantized_checkpoint(paths, cfg):
             x = unpermute(x, heads)
         if kind == "gpt2" and name.split(".")[-2] in ("attn_qkv", "attn_output", "ffn_up", "ffn_down") and x.ndim == 2:
             x = x.T  # back to Conv1D's (in, out)
+        if kind in gguf_writer.GEMMAS and name.endswith("norm.weight"):
+            x = x - 1  # GemmaRMSNorm's w from the stored 1 + w
         out[hf_name(kind, name)] = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64))
     return out
 
@@ -184,6 +196,13 @@ def as_llama_cpp_runs(cfg):
         cfg.update(model_type="llama", sliding_window=None)
     if cfg["model_type"] == "qwen2":
         cfg["use_sliding_window"] = False
+    if cfg["model_type"] in ("gemma2", "gemma3_text"):  # 1/sqrt(head dim) (src/models/gemma2.cpp, gemma3.cpp)
+        cfg["query_pre_attn_scalar"] = cfg.get("head_dim", 256)
+    if cfg["model_type"] == "gemma3_text":  # no sliding_window_pattern is written: llama.cpp's 6
+        cfg.pop("sliding_window_pattern", None)
+        cfg.pop("layer_types", None)
+    if cfg["model_type"] == "phi3":  # llama.cpp disables Phi-3's sliding window
+        cfg["sliding_window"] = None
     if cfg["model_type"] == "gpt2":
         cfg.update(scale_attn_by_inverse_layer_idx=False, activation_function="gelu_new", n_inner=4 * cfg["n_embd"])
         cfg["layer_norm_epsilon"] = f32(cfg.get("layer_norm_epsilon", 1e-5))
