@@ -60,10 +60,9 @@ AnalysisSession open_analysis(const AnalysisFlags& f) {
     const int inputs = int(f.text.has_value()) + int(!f.text_file.empty()) + int(!f.ids.empty());
     if (inputs != 1) throw UsageError("give exactly one of --text, --text-file and --ids");
     AnalysisSession s{open_model(f.model), std::nullopt, {}};
-    std::error_code ec;
-    const bool text = f.text || !f.text_file.empty();
-    if (text || f.target || f.versus || fs::exists(fs::path(f.model) / "tokenizer.json", ec))
-        s.tokenizer = Tokenizer::load(f.model);
+    const std::string needed_by = f.text ? "--text" : !f.text_file.empty() ? "--text-file" : f.target ? "--target"
+                                                                             : f.versus ? "--versus" : "";
+    s.tokenizer = model_tokenizer(f.model, needed_by);
     if (!f.ids.empty()) {
         s.seq = sequence_from_ids(read_ids(f.ids), s.tokenizer ? &*s.tokenizer : nullptr, "--ids");
     } else {
@@ -133,7 +132,7 @@ template AnalysisContext analysis_context<float>(const AnalysisSession&, const A
 template AnalysisContext analysis_context<double>(const AnalysisSession&, const AnalysisFlags&, const std::string&);
 
 void check_analysis_outputs(const AnalysisFlags& f, const std::vector<std::pair<std::string, std::string>>& outputs) {
-    std::vector<std::string> inputs{f.text_file, f.ids};
+    std::vector<std::string> inputs{f.text_file, f.ids, f.model};
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(f.model, ec)) inputs.push_back(entry.path().string());
     if (f.output == "-" && f.format == TraceFormat::json)

@@ -121,8 +121,7 @@ void run_patch(const PatchFlags& f) {
     if (!f.each_line.empty() && (!f.output.empty() || !f.plot.empty()))
         throw UsageError("--each-line: one JSON document per line; -o and --plot are for one pair");
     AnalysisSession s{open_model(f.model), std::nullopt, {}};
-    std::error_code ec;
-    if (std::filesystem::exists(std::filesystem::path(f.model) / "tokenizer.json", ec)) s.tokenizer = Tokenizer::load(f.model);
+    s.tokenizer = model_tokenizer(f.model, "");
     if (!f.each_line.empty()) {
         if (!s.tokenizer) throw UsageError("--each-line: " + f.model + " has no tokenizer.json");
         return each_line<T>(s, f);

@@ -86,23 +86,21 @@ std::optional<std::uint32_t> mask_token_id(const Model& model, const Tokenizer* 
 
 // ---- the session ----------------------------------------------------------------------------
 
-// The tokenizer of MODEL: a checkpoint folder's tokenizer.json (required with TEXT_NEEDED, else
-// read when there is one). A GGUF file's tokenizer is in its metadata, not read yet: --ids.
-std::optional<Tokenizer> model_tokenizer(const std::string& model, bool text_needed) {
+std::optional<Tokenizer> model_tokenizer(const std::string& model, const std::string& needed_by) {
     std::error_code ec;
     if (is_gguf_path(model)) {
-        if (text_needed)
-            throw UsageError("--text: " + model + " is a GGUF file, whose tokenizer attntrace does not read yet: give --ids");
+        if (!needed_by.empty())
+            throw UsageError(needed_by + ": " + model + " is a GGUF file, whose tokenizer attntrace does not read yet: give --ids");
         return std::nullopt;
     }
-    if (text_needed || fs::exists(fs::path(model) / "tokenizer.json", ec)) return Tokenizer::load(model);
+    if (!needed_by.empty() || fs::exists(fs::path(model) / "tokenizer.json", ec)) return Tokenizer::load(model);
     return std::nullopt;
 }
 
 ModelSession open_session(const ModelFlags& f, bool text_needed) {
     ModelSession s{f, open_model(f.model), std::nullopt, {}, 0};
     const ModelConfig& m = s.model.config;
-    s.tokenizer = model_tokenizer(f.model, text_needed);
+    s.tokenizer = model_tokenizer(f.model, text_needed ? (f.each_line.empty() ? "--text" : "--each-line") : "");
     s.kept = naming_flags({{"layers", "--layers"}}, [&] { return parse_layer_spec(f.layers, m.layers.size()); });
     s.top = f.top.value_or(m.causal() ? 5 : 0);
     if (!s.model.has_head() && (s.top > 0 || !f.logits.empty()))

@@ -49,10 +49,8 @@ void GgufSource::read_config(const Family& family, std::string_view arch, std::s
     const GgufTable& table = *family.gguf();
     config_ = {{"model_type", model_type}};
     auto put = [&](const std::string& key, const std::string& config) {
-        if (const GgufValue* v = files_->find(key)) {
-            config_[config] = GgufFiles::to_json(*v, 64);
-            key_names_[config] = key;
-        }
+        key_names_[config] = key;  // so that a missing key is named as the file would spell it
+        if (const GgufValue* v = files_->find(key)) config_[config] = GgufFiles::to_json(*v, 64);
     };
     const std::string prefix = std::string(arch) + ".";
     for (const GgufTable::Key& k : table.keys) put(prefix + std::string(k.key), std::string(k.config));

@@ -11,7 +11,9 @@
 #     (cases.json) + 1e-4 x the largest logit;
 #   - mha --model FILE.gguf --layer N equals the golden attention of layer N, one case per
 #     architecture;
-#   - info --format json names the architecture, the layers and each tensor type's count.
+#   - info --format json names the architecture, the layers and each tensor type's count;
+#   - --text refused (the GGUF tokenizer is not read yet), no output over the file, and lens,
+#     ablate and attribute taking a GGUF MODEL.
 # Env: ATTNTRACE (binary), SRC (repo root), PYTHON (/usr/bin/python3 with numpy).
 source "$(dirname "${BASH_SOURCE[0]}")/golden_common.bash"
 CASES="$SRC/tests/fixtures/gguf"
@@ -105,6 +107,31 @@ for name in llama_q8_0 mistral_q5_1 qwen2_q4_1 qwen3_bf16_split gpt2_q8_0 gemma_
         fail "$name mha --model" "$(cat "$work/err")"
     fi
 done
+
+# The command line around a GGUF file: --text needs its tokenizer, which is not read yet (exit 2
+# naming the flag); an output may not replace the file (exit 4); the analyses take it as MODEL.
+file="$CASES/qwen3_q5_0/model.gguf"
+expect() {  # NAME CODE TEXT CMD...: CMD exits CODE, its one stderr line holding TEXT
+    local name=$1 code=$2 text=$3 got=0
+    shift 3
+    "$@" < /dev/null > "$work/out" 2> "$work/err" || got=$?
+    if [[ $got != "$code" ]] || { [[ -n $text ]] && ! grep -qF -- "$text" "$work/err"; } ||
+        [[ $(wc -l < "$work/err") -gt 1 ]]; then
+        fail "$name" "exit $got: $(cat "$work/err")"
+    else
+        passed=$((passed + 1))
+    fi
+}
+expect "model --text" 2 "--text: $file is a GGUF file, whose tokenizer attntrace does not read yet: give --ids" \
+    "$ATTNTRACE" model "$file" --text "hello"
+expect "lens --text" 2 "--text: $file is a GGUF file" "$ATTNTRACE" lens "$file" --text "hello"
+cp "$file" "$work/m.gguf"
+expect "model --logits over the file" 4 "refusing to overwrite an input file" \
+    "$ATTNTRACE" model "$work/m.gguf" --ids 1,2 --logits "$work/m.gguf"
+cmp -s "$file" "$work/m.gguf" && passed=$((passed + 1)) || fail "model --logits over the file" "the file was changed"
+expect "lens on a GGUF file" 0 "" "$ATTNTRACE" lens "$file" --ids 3,17,42,17,42
+expect "ablate on a GGUF file" 0 "" "$ATTNTRACE" ablate "$file" --ids 3,17,42,17,42 --heads 1.0,1.3
+expect "attribute on a GGUF file" 0 "" "$ATTNTRACE" attribute "$file" --ids 3,17,42,17,42 --target-id 257
 
 echo "gguf goldens: $passed passed, $failed failed"
 [[ $failed == 0 ]]

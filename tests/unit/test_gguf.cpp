@@ -15,6 +15,8 @@
 
 #include "attntrace/io/file_bytes.hpp"
 #include "attntrace/io/gguf.hpp"
+#include "attntrace/model/model.hpp"
+#include "attntrace/model/checkpoint.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "test_helpers.hpp"
 
@@ -360,4 +362,55 @@ TEST_CASE("gguf: every truncation of a valid file is refused cleanly") {
         CAPTURE(n);
         CHECK_FALSE(error_of_parse(bytes.substr(0, n)).empty());
     }
+}
+
+// ---- a GGUF file as a model (lib/model/gguf_source.cpp) -----------------------------------------
+
+TEST_CASE("gguf: a model's configuration is its metadata, read through the family's table") {
+    const std::string fixtures = ATTNTRACE_FIXTURES;
+    const Model m = open_model(fixtures + "/gguf/llama_q8_0/model.gguf");
+    const ModelConfig& c = m.config;
+    CHECK(c.model_type == "llama");
+    CHECK(c.layers.size() == 3);
+    CHECK(c.hidden == 32);
+    CHECK(c.heads == 4);
+    CHECK(c.kv_heads == 2);
+    CHECK(c.head_dim == 8);
+    CHECK(c.vocab == 282);  // token_embd's rows
+    CHECK(c.intermediate == 64);
+    CHECK_FALSE(c.tied);  // output.weight is there
+    CHECK(c.norm_eps == double(1e-5f));  // the float32 the file holds
+    CHECK(m.has_head());
+    // Llama 3's rope scaling as rope_freqs.weight: each frequency divided by its factor. The
+    // fixture's checkpoint has factor 8, low 1, high 4, original 64: its lowest frequencies
+    // (wavelength over 64) are divided by 8, its highest kept.
+    const Rotary& r = *c.layers[0].rotary;
+    REQUIRE(r.inv_freq.size() == 4);
+    CHECK(r.inv_freq[0] == doctest::Approx(1.0));
+    CHECK(r.inv_freq[3] == doctest::Approx(std::pow(10000.0, -6.0 / 8) / 8).epsilon(1e-6));
+    const CheckpointLayer layer = open_checkpoint_layer(fixtures + "/gguf/llama_q8_0/model.gguf", 2);
+    REQUIRE(layer.tensors.size() == 5);
+    CHECK(layer.tensors[1].name == "blk.2.attn_q.weight");
+    CHECK(layer.tensors[1].dtype == "q8_0");
+    CHECK(layer.tensors[1].shape == Shape{32, 32});
+    CHECK(layer.tensors[0].dtype == "f32");  // attn_norm
+}
+
+TEST_CASE("gguf: a metadata problem names the metadata key") {
+    TempDir dir;
+    auto with = [&](Builder b) {
+        write_file(dir / "m.gguf", b.bytes());
+        return error_of<InputError>([&] { (void)open_model(dir / "m.gguf"); });
+    };
+    Builder b;
+    b.add("general.architecture", GgufType::string, gstr("llama"))
+        .add("llama.block_count", GgufType::uint32, le<std::uint32_t>(1))
+        .add("llama.attention.head_count", GgufType::uint32, le<std::uint32_t>(2));
+    CHECK(with(b) == dir / "m.gguf" + ": missing metadata key 'llama.embedding_length'");
+    b.add("llama.embedding_length", GgufType::string, gstr("32"));
+    CHECK(with(b) == dir / "m.gguf" + ": metadata key 'llama.embedding_length' must be a positive integer, not \"32\"");
+    Builder bert;
+    bert.add("general.architecture", GgufType::string, gstr("bert"));
+    CHECK(with(bert).rfind(dir / "m.gguf" + ": architecture 'bert' is not read (attntrace reads ", 0) == 0);
+    CHECK(with(Builder()) == dir / "m.gguf" + ": no general.architecture: not a model (a vocabulary-only file?)");
 }
