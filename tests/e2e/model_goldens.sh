@@ -118,5 +118,16 @@ assert [l["layer"] for l in a["layers"]] == [0] and a["layers"] == b["layers"], 
 assert a["predictions"] is None and b["predictions"]["kind"] == "next", (a["predictions"], b["predictions"])
 PY
 
+# --experts on a dense model: exit 2 naming the flag; on a MoE model whose kept layers are all dense:
+# (0, L, K), nothing to route
+rc=0
+"$ATTNTRACE" model "$MODELS/full_gpt2" --ids 1,2 --experts "$work/x.npy" < /dev/null > /dev/null 2> "$work/err" || rc=$?
+[[ $rc == 2 ]] && grep -q -- "--experts: .* is not a mixture of experts (gpt2)" "$work/err" && [[ ! -e $work/x.npy ]] &&
+    passed=$((passed + 1)) || fail "--experts on gpt2" "exit $rc: $(cat "$work/err")"
+"$ATTNTRACE" model "$MODELS/full_qwen2_moe" --ids "$MODELS/full_qwen2_moe/ids.npy" --layers 1 --top 0 \
+    --experts "$work/x.npy" < /dev/null > /dev/null 2>&1 &&
+    "$PYTHON" -c 'import numpy, sys; assert numpy.load(sys.argv[1]).shape == (0, 12, 2)' "$work/x.npy" &&
+    passed=$((passed + 1)) || fail "--experts on a dense layer" "not (0, 12, 2)"
+
 echo "model goldens: $passed passed, $failed failed"
 [[ $failed == 0 ]]
