@@ -129,5 +129,31 @@ rc=0
     "$PYTHON" -c 'import numpy, sys; assert numpy.load(sys.argv[1]).shape == (0, 12, 2)' "$work/x.npy" &&
     passed=$((passed + 1)) || fail "--experts on a dense layer" "not (0, 12, 2)"
 
+# a MoE checkpoint without one expert's w2, or with a router of the wrong shape: exit 3, one line
+# naming the tensor, before anything runs
+for broken in missing shape; do
+    rm -rf "$work/moe" && cp -r "$MODELS/full_mixtral" "$work/moe"
+    "$PYTHON" - "$work/moe" "$SRC/tests/goldens" $broken <<'PY'
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+sys.dont_write_bytecode = True
+import make_checkpoint_goldens as mcg
+import torch
+folder = Path(sys.argv[1])
+t = {k: v.to(torch.float32) for k, v in mcg.read_checkpoint(folder).items()}
+if sys.argv[3] == "missing":
+    del t["model.layers.1.block_sparse_moe.experts.3.w2.weight"]
+else:
+    t["model.layers.0.block_sparse_moe.gate.weight"] = t["model.layers.0.block_sparse_moe.gate.weight"][:3]
+mcg.write_safetensors(folder / "model.safetensors", t)
+PY
+    rc=0
+    "$ATTNTRACE" model "$work/moe" --ids 1,2,3 < /dev/null > /dev/null 2> "$work/err" || rc=$?
+    want=$([[ $broken == missing ]] && echo "experts.3.w2.weight" || echo "block_sparse_moe.gate.weight has shape")
+    [[ $rc == 3 && $(wc -l < "$work/err") == 1 ]] && grep -qF "$want" "$work/err" && passed=$((passed + 1)) ||
+        fail "MoE checkpoint, $broken tensor" "exit $rc: $(cat "$work/err")"
+done
+
 echo "model goldens: $passed passed, $failed failed"
 [[ $failed == 0 ]]
