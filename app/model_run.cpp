@@ -194,8 +194,8 @@ private:
 
 // --experts (kept MoE layers, L, K) int64 and --expert-weights the same in T, from ROUTING.
 template <class T>
-void write_routing(const ModelFlags& f, const std::map<std::size_t, LayerRouting>& routing, std::size_t length) {
-    const std::size_t k = routing.empty() ? 0 : routing.begin()->second.k;
+void write_routing(const ModelFlags& f, const std::map<std::size_t, LayerRouting>& routing, std::size_t length,
+                   std::size_t k) {
     const Shape shape{routing.size(), length, k};
     Array<std::int64_t> ids = Array<std::int64_t>::from_shape(shape);
     Array<T> weights = Array<T>::from_shape(shape);
@@ -340,7 +340,7 @@ ModelTrace run_sequence(const ModelSession& s, const Sequence& seq, bool write_o
     if (s.model.config.moe) {
         trace.outputs["experts"] = path_or_null(f.experts);
         trace.outputs["expert_weights"] = path_or_null(f.expert_weights);
-        if (write_outputs) write_routing<T>(f, trace.routing, seq.ids.size());
+        if (write_outputs) write_routing<T>(f, trace.routing, seq.ids.size(), s.model.config.moe->top_k);
     }
     if (logits_file) logits_file->commit();
     if (files) files->commit();

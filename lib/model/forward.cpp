@@ -489,7 +489,10 @@ std::uint64_t forward_memory_bytes(const ModelConfig& m, std::size_t length, con
     const std::uint64_t q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
     const std::uint64_t threads = thread_count(o.threads);
     // one block's weights: q/k/v/o, their stacked copy, the MLP
-    const std::uint64_t weights = 2 * e * (q + 2 * kv) + e * q + (m.mlp == Mlp::gated ? 3 : 2) * e * i;
+    std::uint64_t weights = 2 * e * (q + 2 * kv) + e * q + (m.mlp == Mlp::gated ? 3 : 2) * e * i;
+    if (m.moe)  // the router, one expert converted at a time, the shared expert; their rows' scratch
+        weights += e * m.moe->experts + 3 * e * (m.moe->intermediate + m.moe->shared_intermediate) +
+                   l * (m.moe->experts + 2 * e + 2 * std::max(m.moe->intermediate, m.moe->shared_intermediate));
     const std::uint64_t activations = 4 * l * e + (m.mlp == Mlp::gated ? 2 : 1) * l * i + 2 * l * (q + 2 * kv);
     const std::uint64_t attention = threads * 256 * length;  // each worker's block of weight rows
     const std::uint64_t p = (o.all_logits ? length : o.logit_positions.size()) * sequences;

@@ -188,7 +188,7 @@ if "$ATTNTRACE" info "$MODELS/gemma2" > "$work/info.txt" 2>&1 &&
     grep -q "^  model: gemma2, 3 layers.*norms before and after attention and MLP, embeddings x sqrt(32)" "$work/info.txt" &&
     "$ATTNTRACE" info "$MODELS/phi3" | grep -q "(fused qkv_proj \[q; k; v\]) .* rotary on 4 of 8 dims (LongRoPE)" &&
     "$ATTNTRACE" info "$MODELS/olmo2" | grep -q "^  --model --layer 1: q/k/v projections .* q_norm/k_norm RMSNorm over the projection" &&
-    "$ATTNTRACE" info "$MODELS/olmoe" | grep -q "^  model: olmoe.*; 2 MoE layers: top 2 of 4 experts of 64"; then
+    "$ATTNTRACE" info "$MODELS/olmoe" | grep -q "^  model: olmoe.*; 2 MoE layers: top 2 of 4 experts of 16"; then
     passed=$((passed + 1))
 else
     fail "info (issue 36 families)" "$(cat "$work/info.txt")"

@@ -118,5 +118,42 @@ assert [l["layer"] for l in a["layers"]] == [0] and a["layers"] == b["layers"], 
 assert a["predictions"] is None and b["predictions"]["kind"] == "next", (a["predictions"], b["predictions"])
 PY
 
+# --experts on a dense model: exit 2 naming the flag; on a MoE model whose kept layers are all dense:
+# (0, L, K), nothing to route
+rc=0
+"$ATTNTRACE" model "$MODELS/full_gpt2" --ids 1,2 --experts "$work/x.npy" < /dev/null > /dev/null 2> "$work/err" || rc=$?
+[[ $rc == 2 ]] && grep -q -- "--experts: .* is not a mixture of experts (gpt2)" "$work/err" && [[ ! -e $work/x.npy ]] &&
+    passed=$((passed + 1)) || fail "--experts on gpt2" "exit $rc: $(cat "$work/err")"
+"$ATTNTRACE" model "$MODELS/full_qwen2_moe" --ids "$MODELS/full_qwen2_moe/ids.npy" --layers 1 --top 0 \
+    --experts "$work/x.npy" < /dev/null > /dev/null 2>&1 &&
+    "$PYTHON" -c 'import numpy, sys; assert numpy.load(sys.argv[1]).shape == (0, 12, 2)' "$work/x.npy" &&
+    passed=$((passed + 1)) || fail "--experts on a dense layer" "not (0, 12, 2)"
+
+# a MoE checkpoint without one expert's w2, or with a router of the wrong shape: exit 3, one line
+# naming the tensor, before anything runs
+for broken in missing shape; do
+    rm -rf "$work/moe" && cp -r "$MODELS/full_mixtral" "$work/moe"
+    "$PYTHON" - "$work/moe" "$SRC/tests/goldens" $broken <<'PY'
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+sys.dont_write_bytecode = True
+import make_checkpoint_goldens as mcg
+import torch
+folder = Path(sys.argv[1])
+t = {k: v.to(torch.float32) for k, v in mcg.read_checkpoint(folder).items()}
+if sys.argv[3] == "missing":
+    del t["model.layers.1.block_sparse_moe.experts.3.w2.weight"]
+else:
+    t["model.layers.0.block_sparse_moe.gate.weight"] = t["model.layers.0.block_sparse_moe.gate.weight"][:3]
+mcg.write_safetensors(folder / "model.safetensors", t)
+PY
+    rc=0
+    "$ATTNTRACE" model "$work/moe" --ids 1,2,3 < /dev/null > /dev/null 2> "$work/err" || rc=$?
+    want=$([[ $broken == missing ]] && echo "experts.3.w2.weight" || echo "block_sparse_moe.gate.weight has shape")
+    [[ $rc == 3 && $(wc -l < "$work/err") == 1 ]] && grep -qF "$want" "$work/err" && passed=$((passed + 1)) ||
+        fail "MoE checkpoint, $broken tensor" "exit $rc: $(cat "$work/err")"
+done
+
 echo "model goldens: $passed passed, $failed failed"
 [[ $failed == 0 ]]

@@ -804,13 +804,23 @@ CASES = [  # name, config, state dict, tensor prefix, dtype, layers, window, sha
          layers=[1], window=5),
     dict(name="olmo2", kind="olmo2", config=lambda d: new_config("olmo2", d, rms_norm_eps=1e-5),
          state=new_family_state, prefix="model.", dtype="f32", layers=[1]),
-    dict(name="olmoe", kind="olmoe", config=lambda d: new_config("olmoe", d, num_hidden_layers=2, num_experts=4, num_experts_per_tok=2,
+    dict(name="olmoe", kind="olmoe", config=lambda d: new_config("olmoe", d, num_hidden_layers=2, num_experts=4, num_experts_per_tok=2, intermediate_size=16,
                                                                  clip_qkv=None, rms_norm_eps=1e-5),
          state=new_family_state, prefix="model.", dtype="f32", layers=[1]),
     dict(name="qwen3_moe", kind="qwen3_moe", config=lambda d: new_config(
         "qwen3_moe", d, num_hidden_layers=2, head_dim=16, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
         norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[]),
          state=new_family_state, prefix="model.", dtype="f32", layers=[1]),
+    dict(name="gemma", kind="gemma", config=lambda d: new_config("gemma", d, num_hidden_layers=2, num_key_value_heads=4),
+         state=new_family_state, prefix="model.", dtype="f32", layers=[1]),
+    dict(name="mixtral", kind="mixtral", config=lambda d: new_config(
+        "mixtral", d, num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2, sliding_window=4,
+        intermediate_size=16,
+        rms_norm_eps=1e-5), state=new_family_state, prefix="model.", dtype="f32", layers=[1], window=4),
+    dict(name="qwen2_moe_bf16", kind="qwen2_moe", config=lambda d: new_config(
+        "qwen2_moe", d, num_hidden_layers=2, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
+        shared_expert_intermediate_size=24, qkv_bias=True, mlp_only_layers=[]),
+         state=new_family_state, prefix="model.", dtype="bf16", layers=[1]),
 ]  # append new cases at the end: the seeds follow the order
 
 

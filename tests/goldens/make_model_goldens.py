@@ -245,6 +245,7 @@ NEW_CASES = [  # issue 36's families
          pins="no pre-norms, post_attention / post_feedforward norms, q/k RMSNorm over the whole projection"),
     dict(name="full_mixtral", family="mixtral", dtype="f32", prefix="model.", state=mcg.new_family_state,
          config=new_config("mixtral", MISTRAL_IDS, num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2,
+                           intermediate_size=16,
                            sliding_window=5, rope_theta=1000000.0, rms_norm_eps=1e-5),
          pins="block_sparse_moe w1/w3/w2, top 2 of 4 renormalised, every expert chosen, sliding_window 5"),
     dict(name="full_qwen2_moe", family="qwen2_moe", dtype="f32", prefix="model.", state=mcg.new_family_state,

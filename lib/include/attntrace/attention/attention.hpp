@@ -114,8 +114,8 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
 // AVX-512F, else blas. The others are for tests and benchmarks (the app reads
 // ATTNTRACE_ATTENTION_KERNEL). The fused kernels serve float runs whose masks are key ranges
 // (causal, windows, valid lengths), key padding and ALiBi, that draw no pictures, with fewer than
-// 2^24 queries and keys; anything else (an attention mask, pooled pictures, double) takes the
-// BLAS path.
+// 2^24 queries and keys; anything else (an attention mask, pooled pictures, double, soft-capped
+// scores) takes the BLAS path.
 enum class AttentionKernel : std::uint8_t { best, blas, avx512 };
 
 // Sets the kernels later runs use; UsageError "attention kernel: ..." when this CPU cannot run it.
