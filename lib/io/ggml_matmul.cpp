@@ -46,6 +46,30 @@ void q4_K_ints(const BlockQ4_K& x, KInts& out) {
     out.dmin = fp16(x.dmin);
 }
 
+// q4_K's unpacking with the fifth bit of each quant from qh (bit 2j for sub-block 2j, 2j + 1 for 2j + 1).
+void q5_K_ints(const BlockQ5_K& x, KInts& out) {
+    for (std::size_t j = 0; j < qk_k / 64; ++j)
+        for (std::size_t l = 0; l < 32; ++l) {
+            const int low = x.qs[32 * j + l] & 0xF, high = x.qs[32 * j + l] >> 4;
+            out.q[64 * j + l] = static_cast<std::int8_t>(low + ((x.qh[l] >> (2 * j)) & 1) * 16);
+            out.q[64 * j + 32 + l] = static_cast<std::int8_t>(high + ((x.qh[l] >> (2 * j + 1)) & 1) * 16);
+        }
+    for (std::size_t j = 0; j < 8; ++j) {
+        std::uint8_t sc, m;
+        scale_min_k4(j, x.scales, sc, m);
+        out.scale[j] = sc;
+        out.min[j] = m;
+    }
+    out.d = fp16(x.d);
+    out.dmin = fp16(x.dmin);
+}
+
+void k_ints(std::uint32_t type, const std::uint8_t* w_row, std::size_t b, KInts& out) {
+    if (type == ggml_q4_K) q4_K_ints(reinterpret_cast<const BlockQ4_K*>(w_row)[b], out);
+    else if (type == ggml_q5_K) q5_K_ints(reinterpret_cast<const BlockQ5_K*>(w_row)[b], out);
+    else q6_K_ints(reinterpret_cast<const BlockQ6_K*>(w_row)[b], out);
+}
+
 void q6_K_ints(const BlockQ6_K& x, KInts& out) {
     const std::uint8_t* ql = x.ql;
     const std::uint8_t* qh = x.qh;
@@ -69,10 +93,24 @@ float dot_q8_0(const std::uint8_t* w_row, const QuantizedActs& acts, std::size_t
     const auto* x = reinterpret_cast<const BlockQ8_0*>(w_row);
     float sumf = 0;
     for (std::size_t b = 0; b < acts.k / qk; ++b) {
-        const std::int8_t* a = acts.qs(j, b);
+        const std::int8_t* a = act_qs(acts, j, b);
         int sumi = 0;
         for (std::size_t l = 0; l < qk; ++l) sumi += x[b].qs[l] * a[l];
         sumf = std::fma(static_cast<float>(sumi), fp16(x[b].d) * acts.d[j * (acts.k / qk) + b], sumf);
+    }
+    return sumf;
+}
+
+// ggml_vec_dot_q4_0_q8_0_generic: sumf += sumi * d_w * d_a, i.e. (sumi * d_w) * d_a, fused likewise.
+float dot_q4_0(const std::uint8_t* w_row, const QuantizedActs& acts, std::size_t j) {
+    const auto* x = reinterpret_cast<const BlockQ4_0*>(w_row);
+    float sumf = 0;
+    for (std::size_t b = 0; b < acts.k / qk; ++b) {
+        const std::int8_t* a = act_qs(acts, j, b);
+        int sumi = 0;
+        for (std::size_t l = 0; l < qk / 2; ++l)
+            sumi += ((x[b].qs[l] & 0x0F) - 8) * a[l] + ((x[b].qs[l] >> 4) - 8) * a[l + qk / 2];
+        sumf = std::fma(static_cast<float>(sumi) * fp16(x[b].d), acts.d[j * (acts.k / qk) + b], sumf);
     }
     return sumf;
 }
@@ -82,18 +120,17 @@ float dot_q8_0(const std::uint8_t* w_row, const QuantizedActs& acts, std::size_t
 // total super-block by super-block; the lanes added last. Both multiply-adds fused, as the
 // pinned build compiles them (vfmadd231ps, vfnmadd231ss).
 float dot_K(std::uint32_t type, const std::uint8_t* w_row, const QuantizedActs& acts, std::size_t j) {
-    const std::size_t sub = type == ggml_q4_K ? 32 : 16, blocks = acts.k / qk_k;
+    const std::size_t sub = type == ggml_q6_K ? 16 : 32, blocks = acts.k / qk_k;
     float sums[8] = {}, sumf = 0;
     KInts x;
     for (std::size_t i = 0; i < blocks; ++i) {
-        if (type == ggml_q4_K) q4_K_ints(reinterpret_cast<const BlockQ4_K*>(w_row)[i], x);
-        else q6_K_ints(reinterpret_cast<const BlockQ6_K*>(w_row)[i], x);
-        const std::int8_t* q8 = acts.qs(j, i);
+        k_ints(type, w_row, i, x);
+        const std::int8_t* q8 = act_qs(acts, j, i);
         std::int32_t aux32[8] = {};
         for (std::size_t e = 0; e < qk_k; ++e) aux32[e % 8] += x.scale[e / sub] * (q8[e] * x.q[e]);
         const float d = x.d * acts.d[j * blocks + i];
         for (std::size_t l = 0; l < 8; ++l) sums[l] = std::fma(d, static_cast<float>(aux32[l]), sums[l]);
-        if (type == ggml_q4_K) {
+        if (type != ggml_q6_K) {  // the mins
             int sumi = 0;
             for (std::size_t s = 0; s < 16; ++s) sumi += acts.sums[(j * blocks + i) * 16 + s] * x.min[s / 2];
             sumf = std::fma(-(x.dmin * acts.d[j * blocks + i]), static_cast<float>(sumi), sumf);
@@ -107,8 +144,9 @@ void tile_scalar(std::uint32_t type, const std::uint8_t* w, std::size_t row_byte
                  const QuantizedActs& acts, float* out, std::size_t ldo) {
     for (std::size_t j = 0; j < acts.m; ++j)
         for (std::size_t i = 0; i < rows; ++i)
-            out[j * ldo + i] = type == ggml_q8_0 ? dot_q8_0(w + i * row_bytes, acts, j)
-                                                 : dot_K(type, w + i * row_bytes, acts, j);
+            out[j * ldo + i] = type == ggml_q8_0   ? dot_q8_0(w + i * row_bytes, acts, j)
+                               : type == ggml_q4_0 ? dot_q4_0(w + i * row_bytes, acts, j)
+                                                   : dot_K(type, w + i * row_bytes, acts, j);
 }
 
 }  // namespace
@@ -128,22 +166,23 @@ void check_blocks(std::size_t k, std::size_t block, const char* what) {
 
 QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, std::size_t k) {
     QuantizedActs acts;
-    acts.dot_type = type == ggml_q8_0 ? ggml_q8_0 : ggml_q8_K;
+    const bool q8_0 = type == ggml_q8_0 || type == ggml_q4_0;  // their vec_dot_type; the K types': q8_K
+    acts.dot_type = q8_0 ? ggml_q8_0 : ggml_q8_K;
     acts.m = m, acts.k = k;
-    acts.block = type == ggml_q8_0 ? ggml::qk : ggml::qk_k;
-    const std::size_t blocks = k / acts.block, head = type == ggml_q8_0 ? 2 : 4;
-    acts.block_bytes = type == ggml_q8_0 ? sizeof(ggml::BlockQ8_0) : ggml::q8_K_bytes;
+    acts.block = q8_0 ? ggml::qk : ggml::qk_k;
+    const std::size_t blocks = k / acts.block, head = q8_0 ? 2 : 4;
+    acts.block_bytes = q8_0 ? sizeof(ggml::BlockQ8_0) : ggml::q8_K_bytes;
     acts.row_bytes = blocks * acts.block_bytes;
     acts.bytes.resize(m * acts.row_bytes);
     acts.d.resize(m * blocks);
-    acts.sums.resize(m * (type == ggml_q8_0 ? blocks : blocks * 16));
+    acts.sums.resize(m * (q8_0 ? blocks : blocks * 16));
     for (std::size_t j = 0; j < m; ++j) {
         std::uint8_t* row = acts.bytes.data() + j * acts.row_bytes;
-        if (type == ggml_q8_0) quantize_row_q8_0(a + j * k, row, k);
+        if (q8_0) quantize_row_q8_0(a + j * k, row, k);
         else quantize_row_q8_K(a + j * k, row, k);
         for (std::size_t b = 0; b < blocks; ++b) {
             const std::uint8_t* block = row + b * acts.block_bytes;
-            if (type == ggml_q8_0) {
+            if (q8_0) {
                 acts.d[j * blocks + b] = ggml::fp16(block);
                 std::int32_t sum = 0;
                 for (std::size_t l = 0; l < ggml::qk; ++l) sum += static_cast<std::int8_t>(block[head + l]);
@@ -156,6 +195,7 @@ QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, s
             }
         }
     }
+    acts.bytes_at = acts.bytes.data(), acts.d_at = acts.d.data(), acts.sums_at = acts.sums.data();
     return acts;
 }
 
@@ -205,13 +245,13 @@ void quantize_row_q8_K(const float* x, std::uint8_t* y, std::size_t k) {
 }
 
 bool quantized_gemm_supported(std::uint32_t type) {
-    return type == ggml_q8_0 || type == ggml_q4_K || type == ggml_q6_K;
+    return type == ggml_q8_0 || type == ggml_q4_0 || type == ggml_q4_K || type == ggml_q5_K || type == ggml_q6_K;
 }
 
 void quantized_gemm(std::uint32_t type, std::string_view w, std::size_t n, std::size_t k, const float* a,
                     std::size_t m, float* out, std::size_t threads) {
     if (!quantized_gemm_supported(type))
-        throw InputError("quantized product: ggml type " + ggml_type_name(type) + " is not one it takes (q8_0, q4_K, q6_K)");
+        throw InputError("quantized product: ggml type " + ggml_type_name(type) + " is not one it takes (q8_0, q4_0, q4_K, q5_K, q6_K)");
     const std::size_t row_bytes = ggml_row_bytes(type, k);
     if (row_bytes != 0 && n > w.size() / row_bytes)
         throw InputError("quantized product: " + std::to_string(n) + " rows of " + std::to_string(k) + " " +
@@ -221,11 +261,14 @@ void quantized_gemm(std::uint32_t type, std::string_view w, std::size_t n, std::
     const auto* bytes = reinterpret_cast<const std::uint8_t*>(w.data());
     const GemmKernel kernel = gemm_kernel();
     constexpr std::size_t tile = 16;
-    std::vector<std::vector<std::uint8_t>> scratch(std::max<std::size_t>(threads, 1));
-    parallel_for((n + tile - 1) / tile, std::max<std::size_t>(threads, 1), [&](std::size_t t, std::size_t worker) {
+    const std::size_t workers = std::max<std::size_t>(threads, 1);
+    std::vector<std::vector<std::uint8_t>> packs(workers);
+    if (kernel == GemmKernel::avx512_vnni)
+        for (auto& pack : packs) pack.resize(ggml::tile_avx512_vnni_bytes(type, k));
+    parallel_for((n + tile - 1) / tile, workers, [&](std::size_t t, std::size_t worker) {
         const std::size_t i0 = t * tile, rows = std::min(tile, n - i0);
         if (kernel == GemmKernel::avx512_vnni)
-            ggml::tile_avx512_vnni(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, n, scratch[worker]);
+            ggml::tile_avx512_vnni(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, n, packs[worker].data());
         else
             ggml::tile_scalar(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, n);
     });

@@ -29,27 +29,33 @@ inline __m512i vec(const std::uint8_t* pack, std::size_t index) {
     return _mm512_loadu_si512(pack + 64 * index);
 }
 
-// --- q8_0: per block, 8 vectors of 4 bytes (+128) per row, then the 16 rows' d ---------------
+// --- q8_0 and q4_0: per block, 8 vectors of 4 unsigned quant bytes per row (q8_0's + 128, q4_0's
+// nibbles, whose zero is 8), then the 16 rows' d -----------------------------------------------
 
 constexpr std::size_t q8_0_vectors = 9;
 
+template <bool Q4_0>
 void pack_q8_0(const std::uint8_t* w, std::size_t row_bytes, std::size_t rows, std::size_t blocks, std::uint8_t* pack) {
     std::memset(pack, 0, blocks * q8_0_vectors * 64);
-    for (std::size_t i = 0; i < rows; ++i) {
-        const auto* x = reinterpret_cast<const BlockQ8_0*>(w + i * row_bytes);
+    for (std::size_t i = 0; i < rows; ++i)
         for (std::size_t b = 0; b < blocks; ++b) {
             std::uint8_t* out = pack + b * q8_0_vectors * 64;
-            for (std::size_t e = 0; e < qk; ++e) out[64 * (e / 4) + 4 * i + e % 4] = static_cast<std::uint8_t>(x[b].qs[e] ^ 0x80);
-            const float d = fp16(x[b].d);
+            const std::uint8_t* block = w + i * row_bytes + b * (Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0));
+            for (std::size_t e = 0; e < qk; ++e) {
+                const std::uint8_t q = Q4_0 ? static_cast<std::uint8_t>(e < 16 ? block[2 + e] & 0xF : block[2 + e - 16] >> 4)
+                                            : static_cast<std::uint8_t>(block[2 + e] ^ 0x80);
+                out[64 * (e / 4) + 4 * i + e % 4] = q;
+            }
+            const float d = fp16(block);
             std::memcpy(out + 64 * 8 + 4 * i, &d, 4);
         }
-    }
 }
 
 // Rows [J0, J0 + MR) of the activations against the packed tile: out[j * ldo + lane].
-template <std::size_t MR>
+template <bool Q4_0, std::size_t MR>
 void q8_0_rows(const std::uint8_t* pack, const QuantizedActs& acts, std::size_t j0, float* out, std::size_t ldo,
                __mmask16 mask) {
+    constexpr int zero = Q4_0 ? 8 : 128;
     const std::size_t blocks = acts.k / qk;
     __m512 facc[MR];
     for (auto& f : facc) f = _mm512_setzero_ps();
@@ -61,22 +67,27 @@ void q8_0_rows(const std::uint8_t* pack, const QuantizedActs& acts, std::size_t 
 #pragma GCC unroll 8
         for (std::size_t j = 0; j < MR; ++j) {
             const std::size_t row = (j0 + j) * blocks + b;
-            const std::int8_t* a = acts.qs(j0 + j, b);
-            __m512i acc = _mm512_set1_epi32(-128 * acts.sums[row]);
+            const std::int8_t* a = act_qs(acts, j0 + j, b);
+            __m512i acc = _mm512_set1_epi32(-zero * acts.sums_at[row]);
 #pragma GCC unroll 8
             for (std::size_t k4 = 0; k4 < 8; ++k4) acc = _mm512_dpbusd_epi32(acc, w[k4], bcast4(a + 4 * k4));
-            const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(acts.d[row]));
-            facc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), scale, facc[j]);
+            if constexpr (Q4_0) {  // sumf = fma(sumi * d_w, d_a, sumf)
+                facc[j] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(acc), dw), _mm512_set1_ps(acts.d_at[row]), facc[j]);
+            } else {  // sumf = fma(sumi, d_w * d_a, sumf)
+                const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(acts.d_at[row]));
+                facc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), scale, facc[j]);
+            }
         }
     }
     for (std::size_t j = 0; j < MR; ++j) _mm512_mask_storeu_ps(out + (j0 + j) * ldo, mask, facc[j]);
 }
 
-// --- q4_K and q6_K: per super-block, 64 vectors of 4 quant bytes per row, the sub-blocks'
+// --- q4_K, q5_K and q6_K: per super-block, 64 vectors of 4 quant bytes per row, the sub-blocks'
 // scales (int32), 8 vectors of int16 pairs that take the offsets back through the activations'
-// bsums (q4_K: (min, min) per sub-block of 32; q6_K: (32 scale, 32 scale') per pair of 16), d, dmin.
+// bsums (q4_K, q5_K: (min, min) per sub-block of 32; q6_K: (32 scale, 32 scale') per pair of
+// 16), d, dmin.
 
-template <std::size_t Sub>  // 32: q4_K, 16: q6_K
+template <std::size_t Sub>  // 32: q4_K and q5_K, 16: q6_K
 struct KLayout {
     static constexpr std::size_t subs = qk_k / Sub, per_sub = Sub / 4;
     static constexpr std::size_t scales = 64, pairs = scales + subs, d = pairs + 8, dmin = d + 1, vectors = dmin + 1;
@@ -90,16 +101,15 @@ void pack_K(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, st
     KInts x;
     for (std::size_t i = 0; i < rows; ++i)
         for (std::size_t b = 0; b < blocks; ++b) {
-            if (type == ggml_q4_K) q4_K_ints(reinterpret_cast<const BlockQ4_K*>(w + i * row_bytes)[b], x);
-            else q6_K_ints(reinterpret_cast<const BlockQ6_K*>(w + i * row_bytes)[b], x);
+            k_ints(type, w + i * row_bytes, b, x);
             std::uint8_t* out = pack + b * L::vectors * 64;
-            const int offset = type == ggml_q4_K ? 0 : 32;
+            const int offset = type == ggml_q6_K ? 32 : 0;
             for (std::size_t e = 0; e < qk_k; ++e) out[64 * (e / 4) + 4 * i + e % 4] = static_cast<std::uint8_t>(x.q[e] + offset);
             for (std::size_t s = 0; s < L::subs; ++s) std::memcpy(out + 64 * (L::scales + s) + 4 * i, &x.scale[s], 4);
             for (std::size_t p = 0; p < 8; ++p) {
                 const std::int16_t pair[2] = {
-                    static_cast<std::int16_t>(type == ggml_q4_K ? x.min[p] : 32 * x.scale[2 * p]),
-                    static_cast<std::int16_t>(type == ggml_q4_K ? x.min[p] : 32 * x.scale[2 * p + 1])};
+                    static_cast<std::int16_t>(type != ggml_q6_K ? x.min[p] : 32 * x.scale[2 * p]),
+                    static_cast<std::int16_t>(type != ggml_q6_K ? x.min[p] : 32 * x.scale[2 * p + 1])};
                 std::memcpy(out + 64 * (L::pairs + p) + 4 * i, pair, 4);
             }
             std::memcpy(out + 64 * L::d + 4 * i, &x.d, 4);
@@ -114,7 +124,7 @@ void k_superblock(const std::uint8_t* p, const QuantizedActs& acts, std::size_t 
                   __m512i* imn) {
     using L = KLayout<Sub>;
     const std::int8_t* a[MR];
-    for (std::size_t j = 0; j < MR; ++j) a[j] = acts.qs(j0 + j, b), isc[j] = _mm512_setzero_si512();
+    for (std::size_t j = 0; j < MR; ++j) a[j] = act_qs(acts, j0 + j, b), isc[j] = _mm512_setzero_si512();
     for (std::size_t s = 0; s < L::subs; ++s) {
         __m512i isub[MR];
         for (auto& v : isub) v = _mm512_setzero_si512();
@@ -148,8 +158,8 @@ void k_rows(const std::uint8_t* pack, const QuantizedActs& acts, std::size_t j0,
         k_superblock<Sub, MR>(p, acts, j0, b, isc, imn);
         const __m512 d = _mm512_loadu_ps(p + 64 * L::d), dmin = _mm512_loadu_ps(p + 64 * L::dmin);
         for (std::size_t j = 0; j < MR; ++j) {
-            const __m512 da = _mm512_set1_ps(acts.d[(j0 + j) * blocks + b]);
-            if constexpr (Sub == 32) {  // q4_K: sums += d * scaled, sumf -= dmin * mins
+            const __m512 da = _mm512_set1_ps(acts.d_at[(j0 + j) * blocks + b]);
+            if constexpr (Sub == 32) {  // q4_K, q5_K: sums += d * scaled, sumf -= dmin * mins
                 facc[j] = _mm512_add_ps(facc[j], _mm512_mul_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(isc[j])));
                 facc[j] = _mm512_sub_ps(facc[j], _mm512_mul_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(imn[j])));
             } else {  // q6_K: the offsets in the integers
@@ -173,7 +183,13 @@ void all_rows(const std::uint8_t* pack, const QuantizedActs& acts, float* out, s
 template <std::size_t MR>
 struct Q8_0Rows {
     static void run(const std::uint8_t* p, const QuantizedActs& a, std::size_t j, float* o, std::size_t l, __mmask16 m) {
-        q8_0_rows<MR>(p, a, j, o, l, m);
+        q8_0_rows<false, MR>(p, a, j, o, l, m);
+    }
+};
+template <std::size_t MR>
+struct Q4_0Rows {
+    static void run(const std::uint8_t* p, const QuantizedActs& a, std::size_t j, float* o, std::size_t l, __mmask16 m) {
+        q8_0_rows<true, MR>(p, a, j, o, l, m);
     }
 };
 template <std::size_t MR>
@@ -191,22 +207,27 @@ struct Q6_KRows {
 
 }  // namespace
 
+std::size_t tile_avx512_vnni_bytes(std::uint32_t type, std::size_t k) {
+    if (type == ggml_q8_0 || type == ggml_q4_0) return k / qk * q8_0_vectors * 64;
+    return k / qk_k * (type == ggml_q6_K ? KLayout<16>::vectors : KLayout<32>::vectors) * 64;
+}
+
 void tile_avx512_vnni(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,
-                      const QuantizedActs& acts, float* out, std::size_t ldo, std::vector<std::uint8_t>& scratch) {
+                      const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack) {
     const auto mask = static_cast<__mmask16>((1u << rows) - 1u);
     const std::size_t blocks = acts.k / acts.block;
     if (type == ggml_q8_0) {
-        scratch.resize(blocks * q8_0_vectors * 64);
-        pack_q8_0(w, row_bytes, rows, blocks, scratch.data());
-        all_rows<Q8_0Rows>(scratch.data(), acts, out, ldo, mask);
-    } else if (type == ggml_q4_K) {
-        scratch.resize(blocks * KLayout<32>::vectors * 64);
-        pack_K<32>(type, w, row_bytes, rows, blocks, scratch.data());
-        all_rows<Q4_KRows>(scratch.data(), acts, out, ldo, mask);
+        pack_q8_0<false>(w, row_bytes, rows, blocks, pack);
+        all_rows<Q8_0Rows>(pack, acts, out, ldo, mask);
+    } else if (type == ggml_q4_0) {
+        pack_q8_0<true>(w, row_bytes, rows, blocks, pack);
+        all_rows<Q4_0Rows>(pack, acts, out, ldo, mask);
+    } else if (type == ggml_q6_K) {
+        pack_K<16>(type, w, row_bytes, rows, blocks, pack);
+        all_rows<Q6_KRows>(pack, acts, out, ldo, mask);
     } else {
-        scratch.resize(blocks * KLayout<16>::vectors * 64);
-        pack_K<16>(type, w, row_bytes, rows, blocks, scratch.data());
-        all_rows<Q6_KRows>(scratch.data(), acts, out, ldo, mask);
+        pack_K<32>(type, w, row_bytes, rows, blocks, pack);
+        all_rows<Q4_KRows>(pack, acts, out, ldo, mask);
     }
 }
 

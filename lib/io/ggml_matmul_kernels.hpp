@@ -23,17 +23,26 @@ struct QuantizedActs {
     std::vector<std::uint8_t> bytes;  // (M, row_bytes)
     std::vector<float> d;             // (M, K / block): each block's scale as a float
     std::vector<std::int32_t> sums;   // q8_0: (M, K / 32) each block's quant sum; q8_K: (M, K / 16) its bsums
-
-    // The int8 quants of row J's block B.
-    const std::int8_t* qs(std::size_t j, std::size_t b) const {
-        const std::size_t head = dot_type == 8 ? 2 : 4;
-        return reinterpret_cast<const std::int8_t*>(bytes.data() + j * row_bytes + b * block_bytes + head);
-    }
+    // The same as plain pointers, for the kernels compiled for an instruction set (which must not
+    // instantiate the standard library's code: ggml_blocks.hpp says why).
+    const std::uint8_t* bytes_at = nullptr;
+    const float* d_at = nullptr;
+    const std::int32_t* sums_at = nullptr;
 };
 
+namespace {  // a copy in each file, compiled for its instruction set (ggml_blocks.hpp says why)
+
+// The int8 quants of row J's block B of ACTS.
+inline const std::int8_t* act_qs(const QuantizedActs& acts, std::size_t j, std::size_t b) {
+    const std::size_t head = acts.dot_type == 8 ? 2 : 4;
+    return reinterpret_cast<const std::int8_t*>(acts.bytes_at + j * acts.row_bytes + b * acts.block_bytes + head);
+}
+
+}  // namespace
+
 // A K super-block as integers (the quants unpacked as the `_generic` vec_dots unpack them into
-// aux8): q4_K: Q in 0..15, SCALE and MIN of the 8 sub-blocks of 32; q6_K: Q in -32..31, SCALE of
-// the 16 sub-blocks of 16 (no mins).
+// aux8): q4_K: Q in 0..15, q5_K: Q in 0..31, each with SCALE and MIN of the 8 sub-blocks of 32;
+// q6_K: Q in -32..31, SCALE of the 16 sub-blocks of 16 (no mins).
 struct KInts {
     std::int8_t q[qk_k];
     std::int32_t scale[16];
@@ -41,11 +50,19 @@ struct KInts {
     float d, dmin;
 };
 void q4_K_ints(const BlockQ4_K& x, KInts& out);
+void q5_K_ints(const BlockQ5_K& x, KInts& out);
+// Super-block B of the K-type row at W_ROW as integers.
+void k_ints(std::uint32_t type, const std::uint8_t* w_row, std::size_t b, KInts& out);
 void q6_K_ints(const BlockQ6_K& x, KInts& out);
 
+// The bytes tile_avx512_vnni packs a tile of TYPE into, for rows of K elements.
+std::size_t tile_avx512_vnni_bytes(std::uint32_t type, std::size_t k);
+
 // Products OUT[j * LDO + i] for the weight rows i in [0, ROWS) (ROWS <= 16) at W (ROW_BYTES
-// apart) and every activation row j of ACTS; SCRATCH is the worker's packing buffer.
+// apart) and every activation row j of ACTS; PACK is the worker's buffer of
+// tile_avx512_vnni_bytes. (The buffer is the caller's: nothing of the standard library's may be
+// instantiated in the AVX-512 file, lest the linker give a baseline file its AVX-512 copy.)
 void tile_avx512_vnni(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,
-                      const QuantizedActs& acts, float* out, std::size_t ldo, std::vector<std::uint8_t>& scratch);
+                      const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack);
 
 }  // namespace attntrace::ggml

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "tests" / "goldens"))
 import llama_cpp  # noqa: E402
 from make_ggml_matmul_goldens import cpu_backend  # noqa: E402
 
-TYPES = {"q8_0": 8, "q4_K": 12, "q6_K": 14}
+TYPES = {"q8_0": 8, "q4_0": 2, "q4_K": 12, "q5_K": 13, "q6_K": 14}
 # (N, K): a 0.5B-1B model's attention projection, its MLP up and down projections
 SHAPES = [(1024, 1024), (4096, 1024), (1024, 4096)]
 
@@ -86,7 +86,7 @@ def main():
     ap.add_argument("build", nargs="?", default=str(ROOT / "build"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--m", type=int, default=256)
-    ap.add_argument("--types", default="q8_0,q4_K,q6_K")
+    ap.add_argument("--types", default="q8_0,q4_0,q4_K,q5_K,q6_K")
     args = ap.parse_args()
     exe = Path(args.build) / "tests" / "ggml_gemm"
     base, cpu, variant = libs()

@@ -37,20 +37,20 @@ std::vector<float> floats(const std::string& bytes) {
 }
 
 struct Product {
-    std::string name;
+    std::string name, dot;  // the weight type and its vec_dot_type
     std::uint32_t type;
     std::size_t m, n, k;
     std::string w, aq;
     std::vector<float> a, generic, ggml;
-    // out(j, i)'s scale for a tolerance: sum over k of |w_ik| |a_jk|, w dequantized
-    std::vector<double> magnitude() const {
-        std::vector<double> mag(m * n);
+    // out(j, i)'s scale for a tolerance: sum over k of |w_ik| |a_jk|, w dequantized, for A (M_A, K)
+    std::vector<double> magnitude(const std::vector<float>& a_rows, std::size_t m_a) const {
+        std::vector<double> mag(m_a * n);
         std::vector<float> wrow(k);
         const std::size_t rb = ggml_row_bytes(type, k);
         for (std::size_t i = 0; i < n; ++i) {
             dequantize_row(type, std::string_view(w).substr(i * rb, rb), wrow.data(), k);
-            for (std::size_t j = 0; j < m; ++j)
-                for (std::size_t e = 0; e < k; ++e) mag[j * n + i] += std::abs(double(wrow[e]) * a[j * k + e]);
+            for (std::size_t j = 0; j < m_a; ++j)
+                for (std::size_t e = 0; e < k; ++e) mag[j * n + i] += std::abs(double(wrow[e]) * a_rows[j * k + e]);
         }
         return mag;
     }
@@ -66,6 +66,7 @@ std::vector<Product> products() {
         Product p;
         if (!(words >> kind >> name >> dot >> p.m >> p.n >> p.k) || kind != "product") continue;
         p.name = name;
+        p.dot = dot;
         p.type = *ggml_type_named(name);
         p.w = read_file(kDir + name + ".w");
         p.aq = read_file(kDir + name + ".aq");
@@ -74,7 +75,7 @@ std::vector<Product> products() {
         p.ggml = floats(read_file(kDir + name + ".ggml"));
         out.push_back(std::move(p));
     }
-    REQUIRE(out.size() == 3);
+    REQUIRE(out.size() == 5);
     return out;
 }
 
@@ -112,7 +113,7 @@ TEST_CASE("activations quantize to ggml's q8_0 and q8_K bytes") {
         const std::size_t row = p.aq.size() / p.m;
         std::vector<std::uint8_t> got(row);
         for (std::size_t j = 0; j < p.m; ++j) {
-            if (p.type == ggml_q8_0) quantize_row_q8_0(p.a.data() + j * p.k, got.data(), p.k);
+            if (p.dot == "q8_0") quantize_row_q8_0(p.a.data() + j * p.k, got.data(), p.k);
             else quantize_row_q8_K(p.a.data() + j * p.k, got.data(), p.k);
             CHECK_MESSAGE(std::memcmp(got.data(), p.aq.data() + j * row, row) == 0, p.name << " row " << j);
         }
@@ -125,7 +126,7 @@ TEST_CASE("activations quantize to ggml's q8_0 and q8_K bytes") {
 
 TEST_CASE("quantized products equal ggml's vec_dot: the generic definition to the bit, the SIMD one within rounding") {
     for (const Product& p : products()) {
-        const auto mag = p.magnitude();
+        const auto mag = p.magnitude(p.a, p.m);
         for (const GemmKernel kernel : kernels_here()) {
             const KernelScope scope(kernel);
             std::vector<float> out(p.m * p.n, -1.0f);
@@ -134,7 +135,8 @@ TEST_CASE("quantized products equal ggml's vec_dot: the generic definition to th
             INFO(p.name << ", " << gemm_kernel_name(kernel) << ": worst |difference| / sum |w a| " << vs_ggml
                         << " against ggml's vec_dot, " << vs_generic << " against _generic");
             CHECK(vs_ggml <= 1e-5);  // ggml's SIMD and generic vec_dots differ by up to 7e-6 here
-            if (kernel == GemmKernel::scalar || p.type == ggml_q8_0) CHECK(bit_differences(out, p.generic) == 0);
+            if (kernel == GemmKernel::scalar || p.type == ggml_q8_0 || p.type == ggml_q4_0)
+                CHECK(bit_differences(out, p.generic) == 0);
             else CHECK(vs_generic <= 1e-5);
         }
     }
@@ -147,6 +149,7 @@ TEST_CASE("quantized products: many rows, any thread count, every kernel the sam
         std::vector<float> a(m * p.k);
         for (std::size_t j = 0; j < m; ++j)
             for (std::size_t e = 0; e < p.k; ++e) a[j * p.k + e] = p.a[(j % p.m) * p.k + e] * (1.0f + 0.25f * float(j / p.m));
+        const auto mag = p.magnitude(a, m);
         std::vector<float> reference(m * p.n);
         {
             const KernelScope scope(GemmKernel::scalar);
@@ -158,13 +161,10 @@ TEST_CASE("quantized products: many rows, any thread count, every kernel the sam
                 std::vector<float> out(m * p.n);
                 quantized_gemm(p.type, p.w, p.n, p.k, a.data(), m, out.data(), threads);
                 INFO(p.name << ", " << gemm_kernel_name(kernel) << ", " << threads << " threads");
-                if (kernel == GemmKernel::scalar || p.type == ggml_q8_0) {
+                if (kernel == GemmKernel::scalar || p.type == ggml_q8_0 || p.type == ggml_q4_0) {
                     CHECK(bit_differences(out, reference) == 0);
                 } else {
-                    double worst = 0;
-                    for (std::size_t i = 0; i < out.size(); ++i)
-                        worst = std::max(worst, double(std::abs(out[i] - reference[i])) / (1e-3 + std::abs(reference[i])));
-                    CHECK(worst <= 1e-5);
+                    CHECK(worst_relative(out, reference, mag) <= 1e-5);
                 }
             }
         }
@@ -176,9 +176,9 @@ TEST_CASE("quantized products check their arguments before reading") {
     float out[4];
     const std::string w(144, '\0');
     CHECK(quantized_gemm_supported(ggml_q4_K));
-    CHECK_FALSE(quantized_gemm_supported(ggml_q4_0));
-    CHECK_THROWS_WITH_AS(quantized_gemm(ggml_q4_0, w, 1, 32, a.data(), 1, out, 1),
-                         "quantized product: ggml type q4_0 is not one it takes (q8_0, q4_K, q6_K)", InputError);
+    CHECK_FALSE(quantized_gemm_supported(ggml_q4_1));
+    CHECK_THROWS_WITH_AS(quantized_gemm(ggml_q4_1, w, 1, 32, a.data(), 1, out, 1),
+                         "quantized product: ggml type q4_1 is not one it takes (q8_0, q4_0, q4_K, q5_K, q6_K)", InputError);
     CHECK_THROWS_WITH_AS(quantized_gemm(ggml_q4_K, w, 2, 256, a.data(), 1, out, 1),
                          "quantized product: 2 rows of 256 q4_K need 144 bytes each, 144 given", InputError);
     CHECK_THROWS_AS(quantized_gemm(ggml_q4_K, w, 1, 100, a.data(), 1, out, 1), InputError);
