@@ -30,12 +30,9 @@ inline int nearest_int(float fval) {
     return (i & 0x007fffff) - 0x00400000;
 }
 
-void q4_K_ints(const BlockQ4_K& x, KInts& out) {
-    for (std::size_t j = 0; j < qk_k / 64; ++j)
-        for (std::size_t l = 0; l < 32; ++l) {
-            out.q[64 * j + l] = static_cast<std::int8_t>(x.qs[32 * j + l] & 0xF);
-            out.q[64 * j + 32 + l] = static_cast<std::int8_t>(x.qs[32 * j + l] >> 4);
-        }
+// The 8 sub-blocks' 6-bit scales and mins and the two super-block scales q4_K and q5_K share.
+template <class Block>
+void k4_scales(const Block& x, KInts& out) {
     for (std::size_t j = 0; j < 8; ++j) {
         std::uint8_t sc, m;
         scale_min_k4(j, x.scales, sc, m);
@@ -46,6 +43,15 @@ void q4_K_ints(const BlockQ4_K& x, KInts& out) {
     out.dmin = fp16(x.dmin);
 }
 
+void q4_K_ints(const BlockQ4_K& x, KInts& out) {
+    for (std::size_t j = 0; j < qk_k / 64; ++j)
+        for (std::size_t l = 0; l < 32; ++l) {
+            out.q[64 * j + l] = static_cast<std::int8_t>(x.qs[32 * j + l] & 0xF);
+            out.q[64 * j + 32 + l] = static_cast<std::int8_t>(x.qs[32 * j + l] >> 4);
+        }
+    k4_scales(x, out);
+}
+
 // q4_K's unpacking with the fifth bit of each quant from qh (bit 2j for sub-block 2j, 2j + 1 for 2j + 1).
 void q5_K_ints(const BlockQ5_K& x, KInts& out) {
     for (std::size_t j = 0; j < qk_k / 64; ++j)
@@ -54,14 +60,7 @@ void q5_K_ints(const BlockQ5_K& x, KInts& out) {
             out.q[64 * j + l] = static_cast<std::int8_t>(low + ((x.qh[l] >> (2 * j)) & 1) * 16);
             out.q[64 * j + 32 + l] = static_cast<std::int8_t>(high + ((x.qh[l] >> (2 * j + 1)) & 1) * 16);
         }
-    for (std::size_t j = 0; j < 8; ++j) {
-        std::uint8_t sc, m;
-        scale_min_k4(j, x.scales, sc, m);
-        out.scale[j] = sc;
-        out.min[j] = m;
-    }
-    out.d = fp16(x.d);
-    out.dmin = fp16(x.dmin);
+    k4_scales(x, out);
 }
 
 void k_ints(std::uint32_t type, const std::uint8_t* w_row, std::size_t b, KInts& out) {
