@@ -19,14 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The bytes of FILE ("-": stdin).
-std::string read_all(const std::string& file) {
-    if (file != "-") return std::string(FileBytes::open(file).bytes());
-    std::string all{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
-    if (std::cin.bad()) throw InputError("stdin: read failed");
-    return all;
-}
-
 // Exactly one input; the flags that cannot go together; the pictures' flags (model_pictures.hpp).
 void check_flags(const ModelFlags& f) {
     check_model_picture_flags(f);

@@ -2,6 +2,8 @@
 #include "model_run.hpp"
 
 #include <algorithm>
+#include <iostream>
+#include <iterator>
 #include <filesystem>
 #include <mutex>
 #include <span>
@@ -18,6 +20,13 @@
 
 using namespace attntrace;
 namespace fs = std::filesystem;
+
+std::string read_all(const std::string& file) {
+    if (file != "-") return std::string(FileBytes::open(file).bytes());
+    std::string all{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+    if (std::cin.bad()) throw InputError("stdin: read failed");
+    return all;
+}
 
 // ---- the sequence ---------------------------------------------------------------------------
 
@@ -64,6 +73,14 @@ Sequence sequence_from_text(const Tokenizer& tokenizer, std::string_view text, b
     s.text = std::string(text);
     for (std::size_t i = 0; i < s.tokens.size(); ++i) s.tokens[i].token = e.tokens[i];
     return s;
+}
+
+std::optional<std::uint32_t> mask_token_id(const Model& model, const Tokenizer* tokenizer) {
+    if (model.config.mask_token_id) return model.config.mask_token_id;
+    if (!tokenizer) return std::nullopt;
+    for (const char* name : {"[MASK]", "<mask>"})
+        if (const auto id = tokenizer->token_to_id(name)) return id;
+    return std::nullopt;
 }
 
 // ---- the session ----------------------------------------------------------------------------
@@ -163,14 +180,7 @@ private:
 
 // ---- predictions and induction --------------------------------------------------------------
 
-// The mask token's id: config.json's mask_token_id, else the tokenizer's [MASK] / <mask>.
-std::optional<std::uint32_t> mask_id(const ModelSession& s) {
-    if (s.model.config.mask_token_id) return s.model.config.mask_token_id;
-    if (!s.tokenizer) return std::nullopt;
-    for (const char* name : {"[MASK]", "<mask>"})
-        if (const auto id = s.tokenizer->token_to_id(name)) return id;
-    return std::nullopt;
-}
+std::optional<std::uint32_t> mask_id(const ModelSession& s) { return mask_token_id(s.model, s.tokenizer ? &*s.tokenizer : nullptr); }
 
 // The positions whose top tokens the trace shows: the last (a decoder's next token) or each mask.
 std::vector<std::size_t> prediction_positions(const ModelSession& s, const Sequence& seq) {

@@ -42,6 +42,9 @@ struct Sequence {
     std::string text;    // the text tokenized ("" for ids)
 };
 
+// The bytes of FILE ("-": stdin); InputError naming it.
+std::string read_all(const std::string& file);
+
 // --ids VALUE: a comma list "15496,995" (UsageError when malformed) or a 1-D integer .npy
 // (InputError when it is not one).
 std::vector<std::uint32_t> read_ids(const std::string& value);
@@ -52,6 +55,10 @@ Sequence sequence_from_ids(std::vector<std::uint32_t> ids, const attntrace::Toke
 // TEXT tokenized (InputError "SOURCE: empty text", or invalid UTF-8).
 Sequence sequence_from_text(const attntrace::Tokenizer& tokenizer, std::string_view text, bool special_tokens,
                             std::string source);
+
+// The mask token's id: config.json's mask_token_id, else TOKENIZER's [MASK] / <mask>; nullopt when
+// neither names one.
+std::optional<std::uint32_t> mask_token_id(const attntrace::Model& model, const attntrace::Tokenizer* tokenizer);
 
 // Everything a run needs besides its sequence: the model, the tokenizer (when the folder has
 // one), the layers kept, and what the flags ask for.

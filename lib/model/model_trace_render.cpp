@@ -84,22 +84,7 @@ std::string outputs_text(const ModelTrace& t) {
     return written.empty() ? "" : "wrote " + written + "\n";
 }
 
-json model_json(const ModelTrace& t) {
-    const ModelConfig& m = *t.config;
-    return {{"dir", t.dir},
-            {"model_type", m.model_type},
-            {"layers", m.layers.size()},
-            {"heads", m.heads},
-            {"kv_heads", m.kv_heads},
-            {"head_dim", m.head_dim},
-            {"hidden", m.hidden},
-            {"intermediate", m.intermediate},
-            {"vocab", m.vocab},
-            {"description", describe_model(m)},
-            {"config", m.values},
-            {"dtype", t.dtype},
-            {"threads", t.threads ? json(t.threads) : json()}};
-}
+json model_json(const ModelTrace& t) { return model_summary_json(t.dir, *t.config, t.dtype, t.threads); }
 
 json predictions_json(const ModelTrace& t) {
     if (t.predicted.empty()) return json();
@@ -140,9 +125,30 @@ std::string render_model_text(const ModelTrace& t) {
     return out + layers_text(t) + predictions_text(t) + outputs_text(t);
 }
 
+json model_summary_json(const std::string& dir, const ModelConfig& m, const std::string& dtype, std::size_t threads) {
+    return {{"dir", dir},
+            {"model_type", m.model_type},
+            {"layers", m.layers.size()},
+            {"heads", m.heads},
+            {"kv_heads", m.kv_heads},
+            {"head_dim", m.head_dim},
+            {"hidden", m.hidden},
+            {"intermediate", m.intermediate},
+            {"vocab", m.vocab},
+            {"description", describe_model(m)},
+            {"config", m.values},
+            {"dtype", dtype},
+            {"threads", threads ? json(threads) : json()}};
+}
+
+json tokens_json(const std::vector<TraceToken>& tokens) {
+    json out = json::array();
+    for (const TraceToken& k : tokens) out.push_back({{"id", k.id}, {"token", k.token}, {"text", k.text}});
+    return out;
+}
+
 json model_trace_json(const ModelTrace& t) {
-    json tokens = json::array();
-    for (const TraceToken& k : t.tokens) tokens.push_back({{"id", k.id}, {"token", k.token}, {"text", k.text}});
+    const json tokens = tokens_json(t.tokens);
     json induction;
     if (t.induction)
         induction = {{"n", t.induction->n}, {"seed", t.induction->seed}, {"ids", t.induction->ids},

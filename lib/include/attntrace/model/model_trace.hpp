@@ -127,4 +127,11 @@ std::string render_model_text(const ModelTrace& trace);
 // "outputs": {...}}.
 nlohmann::json model_trace_json(const ModelTrace& trace);
 
+// The trace's "model" object: dir, model_type, sizes, description, config values, dtype, threads
+// (null for all cores). Shared by the analyses' JSON (analysis/render.hpp).
+nlohmann::json model_summary_json(const std::string& dir, const ModelConfig& config, const std::string& dtype,
+                                  std::size_t threads);
+// The trace's "tokens": [{id, token, text}].
+nlohmann::json tokens_json(const std::vector<TraceToken>& tokens);
+
 }  // namespace attntrace
