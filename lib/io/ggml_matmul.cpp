@@ -201,7 +201,8 @@ QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, s
 std::atomic<GemmKernel> chosen{GemmKernel::best};
 
 constexpr std::pair<GemmKernel, const char*> kGemmNames[] = {
-    {GemmKernel::best, "best"}, {GemmKernel::scalar, "scalar"}, {GemmKernel::avx512_vnni, "avx512_vnni"}};
+    {GemmKernel::best, "best"}, {GemmKernel::scalar, "scalar"}, {GemmKernel::avx2, "avx2"},
+    {GemmKernel::avx512_vnni, "avx512_vnni"}};
 
 }  // namespace
 
@@ -262,12 +263,20 @@ void quantized_gemm(std::uint32_t type, std::string_view w, std::size_t n, std::
     constexpr std::size_t tile = 16;
     const std::size_t workers = std::max<std::size_t>(threads, 1);
     std::vector<std::vector<std::uint8_t>> packs(workers);
-    if (kernel == GemmKernel::avx512_vnni)
-        for (auto& pack : packs) pack.resize(ggml::tile_avx512_vnni_bytes(type, k));
+#if ATTNTRACE_GGML_X86
+    const ggml::TileFn simd = kernel == GemmKernel::avx512_vnni ? ggml::tile_avx512_vnni
+                            : kernel == GemmKernel::avx2        ? ggml::tile_avx2
+                                                                : nullptr;
+    if (simd)
+        for (auto& pack : packs)
+            pack.resize(kernel == GemmKernel::avx2 ? ggml::tile_avx2_bytes(type, k) : ggml::tile_avx512_vnni_bytes(type, k));
+#else
+    const ggml::TileFn simd = nullptr;
+#endif
     parallel_for((n + tile - 1) / tile, workers, [&](std::size_t t, std::size_t worker) {
         const std::size_t i0 = t * tile, rows = std::min(tile, n - i0);
-        if (kernel == GemmKernel::avx512_vnni)
-            ggml::tile_avx512_vnni(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, n, packs[worker].data());
+        if (simd)
+            simd(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, n, packs[worker].data());
         else
             ggml::tile_scalar(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, n);
     });
@@ -279,6 +288,7 @@ bool gemm_kernel_runs(GemmKernel kernel) {
     if (kernel == GemmKernel::avx512_vnni)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    if (kernel == GemmKernel::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
     return kernel == GemmKernel::scalar || kernel == GemmKernel::best;
 }
@@ -292,7 +302,9 @@ void set_gemm_kernel(GemmKernel kernel) {
 GemmKernel gemm_kernel() {
     const GemmKernel k = chosen;
     if (k != GemmKernel::best) return k;
-    return gemm_kernel_runs(GemmKernel::avx512_vnni) ? GemmKernel::avx512_vnni : GemmKernel::scalar;
+    for (GemmKernel best : {GemmKernel::avx512_vnni, GemmKernel::avx2})
+        if (gemm_kernel_runs(best)) return best;
+    return GemmKernel::scalar;
 }
 
 std::string gemm_kernel_name(GemmKernel kernel) {

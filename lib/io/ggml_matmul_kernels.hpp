@@ -55,8 +55,13 @@ void q5_K_ints(const BlockQ5_K& x, KInts& out);
 void k_ints(std::uint32_t type, const std::uint8_t* w_row, std::size_t b, KInts& out);
 void q6_K_ints(const BlockQ6_K& x, KInts& out);
 
-// The bytes tile_avx512_vnni packs a tile of TYPE into, for rows of K elements.
+// A SIMD kernel's products of a tile (tile_avx512_vnni, tile_avx2 below).
+using TileFn = void (*)(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,
+                        const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack);
+
+// The bytes tile_avx512_vnni (tile_avx2) packs a tile of TYPE into, for rows of K elements.
 std::size_t tile_avx512_vnni_bytes(std::uint32_t type, std::size_t k);
+std::size_t tile_avx2_bytes(std::uint32_t type, std::size_t k);
 
 // Products OUT[j * LDO + i] for the weight rows i in [0, ROWS) (ROWS <= 16) at W (ROW_BYTES
 // apart) and every activation row j of ACTS; PACK is the worker's buffer of
@@ -64,5 +69,7 @@ std::size_t tile_avx512_vnni_bytes(std::uint32_t type, std::size_t k);
 // instantiated in the AVX-512 file, lest the linker give a baseline file its AVX-512 copy.)
 void tile_avx512_vnni(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,
                       const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack);
+void tile_avx2(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,
+               const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack);
 
 }  // namespace attntrace::ggml

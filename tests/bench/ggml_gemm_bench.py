@@ -107,7 +107,7 @@ def main():
                 ref, t_ggml = ggml_matmul(base, cpu, type_id, wq.raw, a, n, k, args.threads)
                 (Path(tmp) / "w").write_bytes(wq.raw)
                 (Path(tmp) / "a").write_bytes(a.tobytes())
-                kernels = ("avx512_vnni",) if n * k > 1 << 21 else ("scalar", "avx512_vnni")
+                kernels = ("avx2", "avx512_vnni") if n * k > 1 << 21 else ("scalar", "avx2", "avx512_vnni")
                 for kernel in kernels:
                     run = subprocess.run([str(exe), name, f"{tmp}/w", f"{tmp}/a", str(n), str(k), str(args.m),
                                           str(args.threads), kernel, f"{tmp}/out"], capture_output=True, text=True)

@@ -1,9 +1,10 @@
 // quantized_gemm against ggml's CPU backend (tests/fixtures/ggml_matmul/, made by
 // tests/goldens/make_ggml_matmul_goldens.py with llama.cpp's libggml-cpu): the activations'
 // 8-bit bytes equal ggml's, the scalar kernel equals ggml's plain-C `_generic` vec_dot bit for
-// bit, and every kernel this CPU runs is within float rounding of the SIMD vec_dot llama.cpp runs
-// (q8_0's VNNI kernel bit for bit with `_generic` too); then more rows than the fixture has (the
-// kernels' passes of 8, 4 and 1 rows), threads, and the checks on the arguments.
+// bit, and every kernel this CPU runs (scalar, AVX2, AVX-512 VNNI) is within float rounding of
+// the SIMD vec_dot llama.cpp runs (q8_0's and q4_0's bit for bit with `_generic` too, and AVX2's
+// with AVX-512's); then more rows than the fixture has (the kernels' passes of 8 or 4 rows and
+// of 1), threads, and the checks on the arguments.
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -81,7 +82,7 @@ std::vector<Product> products() {
 
 std::vector<GemmKernel> kernels_here() {
     std::vector<GemmKernel> kernels;
-    for (GemmKernel k : {GemmKernel::scalar, GemmKernel::avx512_vnni})
+    for (GemmKernel k : {GemmKernel::scalar, GemmKernel::avx2, GemmKernel::avx512_vnni})
         if (gemm_kernel_runs(k)) kernels.push_back(k);
         else MESSAGE("this CPU does not run the " << gemm_kernel_name(k) << " kernel: not compared");
     return kernels;
@@ -136,7 +137,7 @@ TEST_CASE("quantized products equal ggml's vec_dot: the generic definition to th
                         << " against ggml's vec_dot, " << vs_generic << " against _generic");
             CHECK(vs_ggml <= 1e-5);  // ggml's SIMD and generic vec_dots differ by up to 7e-6 here
             if (kernel == GemmKernel::scalar || p.type == ggml_q8_0 || p.type == ggml_q4_0)
-                CHECK(bit_differences(out, p.generic) == 0);
+                CHECK(bit_differences(out, p.generic) == 0);  // every kernel: ggml's generic floats
             else CHECK(vs_generic <= 1e-5);
         }
     }
@@ -168,6 +169,25 @@ TEST_CASE("quantized products: many rows, any thread count, every kernel the sam
                 }
             }
         }
+    }
+}
+
+TEST_CASE("the AVX2 and AVX-512 VNNI kernels give the same floats") {
+    if (!gemm_kernel_runs(GemmKernel::avx2) || !gemm_kernel_runs(GemmKernel::avx512_vnni)) {
+        MESSAGE("this CPU does not run both SIMD kernels: not compared");
+        return;
+    }
+    for (const Product& p : products()) {
+        std::vector<float> avx2(p.m * p.n), avx512(p.m * p.n);
+        {
+            const KernelScope scope(GemmKernel::avx2);
+            quantized_gemm(p.type, p.w, p.n, p.k, p.a.data(), p.m, avx2.data(), 2);
+        }
+        {
+            const KernelScope scope(GemmKernel::avx512_vnni);
+            quantized_gemm(p.type, p.w, p.n, p.k, p.a.data(), p.m, avx512.data(), 2);
+        }
+        CHECK_MESSAGE(bit_differences(avx2, avx512) == 0, p.name);
     }
 }
 

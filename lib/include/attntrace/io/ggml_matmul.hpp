@@ -13,7 +13,7 @@
 // The numbers: the activations' 8-bit bytes are ggml's, bit for bit; the integer sums are exact;
 // only the float sums of the scaled blocks may be taken in another order than the SIMD vec_dot
 // llama.cpp runs (the scalar kernel follows ggml's plain-C `_generic` definition to the bit, the
-// AVX-512 VNNI kernel for q8_0 and q4_0 too; docs/gguf-types.md says how close each is).
+// AVX2 and AVX-512 VNNI kernels for q8_0 and q4_0 too; docs/gguf-types.md says how close each is).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -39,8 +39,8 @@ void quantize_row_q8_0(const float* x, std::uint8_t* y, std::size_t k);
 void quantize_row_q8_K(const float* x, std::uint8_t* y, std::size_t k);
 
 // Which kernel quantized_gemm runs: the best this CPU runs (AVX-512 VNNI where it has AVX-512F/BW/VL
-// and VNNI, else scalar), or one named (UsageError when this CPU cannot run it).
-enum class GemmKernel : std::uint8_t { best, scalar, avx512_vnni };
+// and VNNI, else AVX2 with FMA, else scalar), or one named (UsageError when this CPU cannot run it).
+enum class GemmKernel : std::uint8_t { best, scalar, avx2, avx512_vnni };
 void set_gemm_kernel(GemmKernel kernel);
 GemmKernel gemm_kernel();  // the one that runs: never `best`
 bool gemm_kernel_runs(GemmKernel kernel);
