@@ -157,6 +157,14 @@ using ggml::QuantizedActs;
 
 std::uint16_t float_to_half(float f) { return std::bit_cast<std::uint16_t>(static_cast<_Float16>(f)); }
 
+// Whether X[0, N) holds no NaN or infinity. A block that does gets a NaN scale, so every product
+// it enters is NaN (ggml's quantizers make finite bytes of it, whatever they happen to be).
+bool all_finite(const float* x, std::size_t n) {
+    bool finite = true;
+    for (std::size_t i = 0; i < n; ++i) finite &= std::isfinite(x[i]);
+    return finite;
+}
+
 void check_blocks(std::size_t k, std::size_t block, const char* what) {
     if (k % block != 0)
         throw InputError(std::string(what) + ": a row of " + std::to_string(k) +
@@ -211,7 +219,8 @@ void quantize_row_q8_0(const float* x, std::uint8_t* y, std::size_t k) {
     for (std::size_t b = 0; b < k / ggml::qk; ++b, x += ggml::qk, y += sizeof(ggml::BlockQ8_0)) {
         float amax = 0;
         for (std::size_t l = 0; l < ggml::qk; ++l) amax = std::max(amax, std::fabs(x[l]));
-        const float d = amax / 127.f, id = amax != 0.0f ? 127.f / amax : 0.0f;
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        const float d = all_finite(x, ggml::qk) ? amax / 127.f : std::numeric_limits<float>::quiet_NaN();
         const std::uint16_t h = float_to_half(d);
         std::memcpy(y, &h, 2);
         for (std::size_t l = 0; l < ggml::qk; ++l) {
@@ -238,6 +247,7 @@ void quantize_row_q8_K(const float* x, std::uint8_t* y, std::size_t k) {
                 for (std::size_t l = 0; l < 16; ++l) bsums[s] = static_cast<std::int16_t>(bsums[s] + qs[16 * s + l]);
             d = 1 / iscale;
         }
+        if (!all_finite(x, ggml::qk_k)) d = std::numeric_limits<float>::quiet_NaN();
         std::memcpy(y, &d, 4);
         std::memcpy(y + 4, qs, sizeof qs);
         std::memcpy(y + 4 + sizeof qs, bsums, sizeof bsums);

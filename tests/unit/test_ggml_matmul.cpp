@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -188,6 +189,28 @@ TEST_CASE("the AVX2 and AVX-512 VNNI kernels give the same floats") {
             quantized_gemm(p.type, p.w, p.n, p.k, p.a.data(), p.m, avx512.data(), 2);
         }
         CHECK_MESSAGE(bit_differences(avx2, avx512) == 0, p.name);
+    }
+}
+
+TEST_CASE("a NaN or infinity in an activation row makes that row's products NaN, and no other's") {
+    for (const Product& p : products()) {
+        std::vector<float> a = p.a;
+        a[0 * p.k + 5] = std::numeric_limits<float>::quiet_NaN();
+        a[4 * p.k + p.k - 1] = -std::numeric_limits<float>::infinity();
+        for (const GemmKernel kernel : kernels_here()) {
+            const KernelScope scope(kernel);
+            std::vector<float> out(p.m * p.n);
+            quantized_gemm(p.type, p.w, p.n, p.k, a.data(), p.m, out.data(), 2);
+            std::size_t nan_rows_ok = 0, clean_rows_ok = 0;
+            for (std::size_t j = 0; j < p.m; ++j) {
+                std::size_t nans = 0;
+                for (std::size_t i = 0; i < p.n; ++i) nans += std::isnan(out[j * p.n + i]);
+                if (j == 0 || j == 4) nan_rows_ok += nans == p.n;
+                else clean_rows_ok += nans == 0;
+            }
+            CHECK_MESSAGE(nan_rows_ok == 2, p.name << ", " << gemm_kernel_name(kernel));
+            CHECK_MESSAGE(clean_rows_ok == p.m - 2, p.name << ", " << gemm_kernel_name(kernel));
+        }
     }
 }
 

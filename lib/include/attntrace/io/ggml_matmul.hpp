@@ -34,7 +34,9 @@ void quantized_gemm(std::uint32_t type, std::string_view w, std::size_t n, std::
 // fp16 d, 32 int8) as ggml-cpu's x86 quantize_row_q8_0 makes them (d = max|x| / 127, q = x * (127
 // / max|x|) rounded half to even), or to K / 256 q8_K blocks (292 bytes: float d, 256 int8, 16
 // int16 sums of 16) as quantize_row_q8_K_ref (q = nearest(-127 / x_max * x), d = its inverse).
-// K must be a whole number of blocks (InputError).
+// K must be a whole number of blocks (InputError). A block holding a NaN or an infinity gets a NaN
+// scale, so the products it enters are NaN (ggml's bytes for such a block are whatever its
+// rounding of NaN gives: the one place these differ from ggml's).
 void quantize_row_q8_0(const float* x, std::uint8_t* y, std::size_t k);
 void quantize_row_q8_K(const float* x, std::uint8_t* y, std::size_t k);
 
