@@ -63,6 +63,25 @@ void q5_K_ints(const BlockQ5_K& x, KInts& out) {
     k4_scales(x, out);
 }
 
+float small_ints(std::uint32_t type, const std::uint8_t* block, std::int8_t* q) {
+    if (type == ggml_q8_0) {
+        std::memcpy(q, block + 2, qk);
+    } else if (type == ggml_q4_0) {
+        for (std::size_t l = 0; l < qk / 2; ++l) {
+            q[l] = static_cast<std::int8_t>((block[2 + l] & 0x0F) - 8);
+            q[l + qk / 2] = static_cast<std::int8_t>((block[2 + l] >> 4) - 8);
+        }
+    } else {  // q5_0: d, qh[4], qs[16]
+        std::uint32_t qh;
+        std::memcpy(&qh, block + 2, 4);
+        for (std::size_t l = 0; l < qk / 2; ++l) {
+            q[l] = static_cast<std::int8_t>(((block[6 + l] & 0x0F) | (((qh >> l) & 1u) << 4)) - 16);
+            q[l + qk / 2] = static_cast<std::int8_t>(((block[6 + l] >> 4) | (((qh >> (l + 16)) & 1u) << 4)) - 16);
+        }
+    }
+    return fp16(block);
+}
+
 void k_ints(std::uint32_t type, const std::uint8_t* w_row, std::size_t b, KInts& out) {
     if (type == ggml_q4_K) q4_K_ints(reinterpret_cast<const BlockQ4_K*>(w_row)[b], out);
     else if (type == ggml_q5_K) q5_K_ints(reinterpret_cast<const BlockQ5_K*>(w_row)[b], out);
@@ -86,30 +105,21 @@ void q6_K_ints(const BlockQ6_K& x, KInts& out) {
 
 namespace {
 
-// ggml_vec_dot_q8_0_q8_0_generic: sumf += sumi * (d_w * d_a), block by block, the multiply-add
+// ggml_vec_dot_q8_0_q8_0_generic, _q5_0_q8_0_generic: sumf += sumi * (d_w * d_a), block by
+// block; _q4_0_q8_0_generic: sumf += sumi * d_w * d_a, i.e. (sumi * d_w) * d_a. Each multiply-add
 // fused as the pinned build compiles it (vfmadd231ss: GCC contracts it, -ffp-contract=fast).
-float dot_q8_0(const std::uint8_t* w_row, const QuantizedActs& acts, std::size_t j) {
-    const auto* x = reinterpret_cast<const BlockQ8_0*>(w_row);
+float dot_small(std::uint32_t type, const std::uint8_t* w_row, const QuantizedActs& acts, std::size_t j) {
+    const std::size_t blocks = acts.k / qk, block_bytes = ggml_block_bytes(type);
     float sumf = 0;
-    for (std::size_t b = 0; b < acts.k / qk; ++b) {
+    std::int8_t q[qk];
+    for (std::size_t b = 0; b < blocks; ++b) {
+        const float d = small_ints(type, w_row + b * block_bytes, q);
         const std::int8_t* a = act_qs(acts, j, b);
         int sumi = 0;
-        for (std::size_t l = 0; l < qk; ++l) sumi += x[b].qs[l] * a[l];
-        sumf = std::fma(static_cast<float>(sumi), fp16(x[b].d) * acts.d[j * (acts.k / qk) + b], sumf);
-    }
-    return sumf;
-}
-
-// ggml_vec_dot_q4_0_q8_0_generic: sumf += sumi * d_w * d_a, i.e. (sumi * d_w) * d_a, fused likewise.
-float dot_q4_0(const std::uint8_t* w_row, const QuantizedActs& acts, std::size_t j) {
-    const auto* x = reinterpret_cast<const BlockQ4_0*>(w_row);
-    float sumf = 0;
-    for (std::size_t b = 0; b < acts.k / qk; ++b) {
-        const std::int8_t* a = act_qs(acts, j, b);
-        int sumi = 0;
-        for (std::size_t l = 0; l < qk / 2; ++l)
-            sumi += ((x[b].qs[l] & 0x0F) - 8) * a[l] + ((x[b].qs[l] >> 4) - 8) * a[l + qk / 2];
-        sumf = std::fma(static_cast<float>(sumi) * fp16(x[b].d), acts.d[j * (acts.k / qk) + b], sumf);
+        for (std::size_t l = 0; l < qk; ++l) sumi += q[l] * a[l];
+        const float da = acts.d[j * blocks + b];
+        sumf = type == ggml_q4_0 ? std::fma(static_cast<float>(sumi) * d, da, sumf)
+                                 : std::fma(static_cast<float>(sumi), d * da, sumf);
     }
     return sumf;
 }
@@ -143,9 +153,8 @@ void tile_scalar(std::uint32_t type, const std::uint8_t* w, std::size_t row_byte
                  const QuantizedActs& acts, float* out, std::size_t ldo) {
     for (std::size_t j = 0; j < acts.m; ++j)
         for (std::size_t i = 0; i < rows; ++i)
-            out[j * ldo + i] = type == ggml_q8_0   ? dot_q8_0(w + i * row_bytes, acts, j)
-                               : type == ggml_q4_0 ? dot_q4_0(w + i * row_bytes, acts, j)
-                                                   : dot_K(type, w + i * row_bytes, acts, j);
+            out[j * ldo + i] = acts.dot_type == ggml_q8_0 ? dot_small(type, w + i * row_bytes, acts, j)
+                                                          : dot_K(type, w + i * row_bytes, acts, j);
 }
 
 }  // namespace
@@ -173,7 +182,7 @@ void check_blocks(std::size_t k, std::size_t block, const char* what) {
 
 QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, std::size_t k) {
     QuantizedActs acts;
-    const bool q8_0 = type == ggml_q8_0 || type == ggml_q4_0;  // their vec_dot_type; the K types': q8_K
+    const bool q8_0 = type == ggml_q8_0 || type == ggml_q4_0 || type == ggml_q5_0;  // their vec_dot_type; the K types': q8_K
     acts.dot_type = q8_0 ? ggml_q8_0 : ggml_q8_K;
     acts.m = m, acts.k = k;
     acts.block = q8_0 ? ggml::qk : ggml::qk_k;
@@ -255,13 +264,14 @@ void quantize_row_q8_K(const float* x, std::uint8_t* y, std::size_t k) {
 }
 
 bool quantized_gemm_supported(std::uint32_t type) {
-    return type == ggml_q8_0 || type == ggml_q4_0 || type == ggml_q4_K || type == ggml_q5_K || type == ggml_q6_K;
+    return type == ggml_q8_0 || type == ggml_q4_0 || type == ggml_q5_0 || type == ggml_q4_K || type == ggml_q5_K ||
+           type == ggml_q6_K;
 }
 
 void quantized_gemm(std::uint32_t type, std::string_view w, std::size_t n, std::size_t k, const float* a,
                     std::size_t m, float* out, std::size_t threads) {
     if (!quantized_gemm_supported(type))
-        throw InputError("quantized product: ggml type " + ggml_type_name(type) + " is not one it takes (q8_0, q4_0, q4_K, q5_K, q6_K)");
+        throw InputError("quantized product: ggml type " + ggml_type_name(type) + " is not one it takes (q8_0, q4_0, q5_0, q4_K, q5_K, q6_K)");
     const std::size_t row_bytes = ggml_row_bytes(type, k);
     if (row_bytes != 0 && n > w.size() / row_bytes)
         throw InputError("quantized product: " + std::to_string(n) + " rows of " + std::to_string(k) + " " +

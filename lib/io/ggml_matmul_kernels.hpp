@@ -49,6 +49,10 @@ struct KInts {
     std::int32_t min[8];
     float d, dmin;
 };
+// A 32-element block of q8_0, q4_0 or q5_0 at BLOCK as its 32 signed integers Q (q8_0: -128..127,
+// q4_0: -8..7, q5_0: -16..15, as the generic vec_dots take them); returns its d.
+float small_ints(std::uint32_t type, const std::uint8_t* block, std::int8_t* q);
+
 void q4_K_ints(const BlockQ4_K& x, KInts& out);
 void q5_K_ints(const BlockQ5_K& x, KInts& out);
 // Super-block B of the K-type row at W_ROW as integers.

@@ -4,11 +4,12 @@
 // repacked so that each V::dot4 multiplies 4 unsigned weight bytes of every row by the same 4
 // activation bytes (broadcast) and adds them to that row's int32 lane; V::mr activation rows share
 // each weight load. The integer sums are exact; the weights are made unsigned (q4_0's nibbles, whose
-// zero is 8; the K types' stored 0..63; q8_0 + 128 where V::offset_q8_0, else kept signed for
-// V::dot4_signed) and the offset taken back through the activations' block sums, as ggml's K
-// vec_dots take the mins. q8_0's and q4_0's floats are ggml's `_generic` ones to the bit (sumf =
-// fma(sumi, d_w * d_a, sumf), resp. fma(sumi * d_w, d_a, sumf), as the pinned build compiles
-// them); the K types' scale their super-blocks in one sum rather than ggml's 8 lanes.
+// zero is 8, q5_0's 5 bits, zero 16; the K types' stored 0..63; q8_0 + 128 where V::offset_q8_0,
+// else kept signed for V::dot4_signed) and the offset taken back through the activations' block
+// sums, as ggml's K vec_dots take the mins. q8_0's, q4_0's and q5_0's floats are ggml's `_generic`
+// ones to the bit (sumf = fma(sumi, d_w * d_a, sumf), resp. fma(sumi * d_w, d_a, sumf) for q4_0,
+// as the pinned build compiles them); the K types' scale their super-blocks in one sum rather
+// than ggml's 8 lanes.
 //
 // Everything here is in an unnamed namespace and uses no standard library code beyond memcpy and
 // memset: each including file compiles its own copy for its instruction set (ggml_blocks.hpp).
@@ -20,37 +21,43 @@
 namespace attntrace::ggml {
 namespace {
 
-// --- q8_0 and q4_0: per block, 8 vectors of 4 quant bytes per row, then the rows' d ----------
+// --- q8_0, q4_0, q5_0: per block, 8 vectors of 4 quant bytes per row, then the rows' d -------
+// The bytes are the integers plus ZERO (q4_0: 8, q5_0: 16, q8_0: 128 where V::offset_q8_0, else
+// q8_0's signed bytes as they are, for V::dot4_signed).
 
 constexpr std::size_t q8_0_vectors = 9;
 
-template <class V, bool Q4_0>
-void pack_q8_0(const std::uint8_t* w, std::size_t row_bytes, std::size_t rows, std::size_t blocks, std::uint8_t* pack) {
+template <class V>
+constexpr int zero_of(std::uint32_t type) {
+    return type == ggml_q4_0 ? 8 : type == ggml_q5_0 ? 16 : V::offset_q8_0 ? 128 : 0;
+}
+
+template <class V>
+void pack_small(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows, std::size_t blocks,
+                std::uint8_t* pack) {
     constexpr std::size_t vb = V::bytes;
+    const int zero = zero_of<V>(type);
+    const std::size_t block_bytes = ggml_block_bytes(type);
     std::memset(pack, 0, blocks * q8_0_vectors * vb);
+    std::int8_t q[qk];
     for (std::size_t i = 0; i < rows; ++i)
         for (std::size_t b = 0; b < blocks; ++b) {
             std::uint8_t* out = pack + b * q8_0_vectors * vb;
-            const std::uint8_t* block = w + i * row_bytes + b * (Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0));
-            for (std::size_t e = 0; e < qk; ++e) {
-                const std::uint8_t q = Q4_0 ? static_cast<std::uint8_t>(e < 16 ? block[2 + e] & 0xF : block[2 + e - 16] >> 4)
-                                            : static_cast<std::uint8_t>(V::offset_q8_0 ? block[2 + e] ^ 0x80 : block[2 + e]);
-                out[vb * (e / 4) + 4 * i + e % 4] = q;
-            }
-            const float d = fp16(block);
+            const float d = small_ints(type, w + i * row_bytes + b * block_bytes, q);
+            for (std::size_t e = 0; e < qk; ++e) out[vb * (e / 4) + 4 * i + e % 4] = static_cast<std::uint8_t>(q[e] + zero);
             std::memcpy(out + vb * 8 + 4 * i, &d, 4);
         }
 }
 
 // Rows [J0, J0 + MR) of the activations against the packed tile: out[j * ldo + lane], ROWS lanes.
-template <class V, bool Q4_0, std::size_t MR>
-void q8_0_rows(const std::uint8_t* pack, const QuantizedActs& acts, std::size_t j0, float* out, std::size_t ldo,
-               std::size_t rows) {
+template <class V, std::uint32_t Type, std::size_t MR>
+void small_rows(const std::uint8_t* pack, const QuantizedActs& acts, std::size_t j0, float* out, std::size_t ldo,
+                std::size_t rows) {
     using I = typename V::I;
     using F = typename V::F;
     constexpr std::size_t vb = V::bytes;
-    constexpr bool offset = Q4_0 || V::offset_q8_0;
-    constexpr int zero = Q4_0 ? 8 : 128;
+    constexpr int zero = zero_of<V>(Type);
+    constexpr bool offset = zero != 0;
     const std::size_t blocks = acts.k / qk;
     F facc[MR];
     for (auto& f : facc) f = V::fzero();
@@ -67,9 +74,9 @@ void q8_0_rows(const std::uint8_t* pack, const QuantizedActs& acts, std::size_t 
 #pragma GCC unroll 8
             for (std::size_t k4 = 0; k4 < 8; ++k4)
                 acc = offset ? V::dot4(acc, w[k4], V::bcast4(a + 4 * k4)) : V::dot4_signed(acc, w[k4], V::bcast4(a + 4 * k4));
-            if constexpr (Q4_0)  // sumf = fma(sumi * d_w, d_a, sumf)
+            if constexpr (Type == ggml_q4_0)  // sumf = fma(sumi * d_w, d_a, sumf)
                 facc[j] = V::fmadd(V::mul(V::cvt(acc), dw), V::set1f(acts.d_at[at]), facc[j]);
-            else  // sumf = fma(sumi, d_w * d_a, sumf)
+            else  // q8_0, q5_0: sumf = fma(sumi, d_w * d_a, sumf)
                 facc[j] = V::fmadd(V::cvt(acc), V::mul(dw, V::set1f(acts.d_at[at])), facc[j]);
         }
     }
@@ -174,15 +181,16 @@ void k_rows(const std::uint8_t* pack, const QuantizedActs& acts, std::size_t j0,
 template <class V, std::size_t MR>
 void rows_pass(std::uint32_t type, const std::uint8_t* pack, const QuantizedActs& acts, std::size_t j, float* out,
                std::size_t ldo, std::size_t rows) {
-    if (type == ggml_q8_0) q8_0_rows<V, false, MR>(pack, acts, j, out, ldo, rows);
-    else if (type == ggml_q4_0) q8_0_rows<V, true, MR>(pack, acts, j, out, ldo, rows);
+    if (type == ggml_q8_0) small_rows<V, ggml_q8_0, MR>(pack, acts, j, out, ldo, rows);
+    else if (type == ggml_q4_0) small_rows<V, ggml_q4_0, MR>(pack, acts, j, out, ldo, rows);
+    else if (type == ggml_q5_0) small_rows<V, ggml_q5_0, MR>(pack, acts, j, out, ldo, rows);
     else if (type == ggml_q6_K) k_rows<V, 16, MR>(pack, acts, j, out, ldo, rows);
     else k_rows<V, 32, MR>(pack, acts, j, out, ldo, rows);
 }
 
 template <class V>
 std::size_t tile_pack_bytes(std::uint32_t type, std::size_t k) {
-    if (type == ggml_q8_0 || type == ggml_q4_0) return k / qk * q8_0_vectors * V::bytes;
+    if (type == ggml_q8_0 || type == ggml_q4_0 || type == ggml_q5_0) return k / qk * q8_0_vectors * V::bytes;
     return k / qk_k * (type == ggml_q6_K ? KLayout<16>::vectors : KLayout<32>::vectors) * V::bytes;
 }
 
@@ -194,8 +202,7 @@ void tile(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std:
     for (std::size_t i0 = 0; i0 < rows; i0 += V::lanes) {
         const std::size_t lanes = rows - i0 < V::lanes ? rows - i0 : V::lanes;
         const std::uint8_t* wi = w + i0 * row_bytes;
-        if (type == ggml_q8_0) pack_q8_0<V, false>(wi, row_bytes, lanes, blocks, pack);
-        else if (type == ggml_q4_0) pack_q8_0<V, true>(wi, row_bytes, lanes, blocks, pack);
+        if (acts.dot_type == ggml_q8_0) pack_small<V>(type, wi, row_bytes, lanes, blocks, pack);
         else if (type == ggml_q6_K) pack_K<V, 16>(type, wi, row_bytes, lanes, blocks, pack);
         else pack_K<V, 32>(type, wi, row_bytes, lanes, blocks, pack);
         std::size_t j = 0;

@@ -29,8 +29,8 @@ import llama_cpp  # noqa: E402
 OUT = Path(__file__).resolve().parents[1] / "fixtures" / "ggml_matmul"
 M, N, K = 5, 20, 512
 # weight type: (id, vec_dot_type name, vec_dot_type id)
-TYPES = {"q8_0": (8, "q8_0", 8), "q4_0": (2, "q8_0", 8), "q4_K": (12, "q8_K", 15), "q5_K": (13, "q8_K", 15),
-         "q6_K": (14, "q8_K", 15)}
+TYPES = {"q8_0": (8, "q8_0", 8), "q4_0": (2, "q8_0", 8), "q5_0": (6, "q8_0", 8), "q4_K": (12, "q8_K", 15),
+         "q5_K": (13, "q8_K", 15), "q6_K": (14, "q8_K", 15)}
 VEC_DOT = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.POINTER(ctypes.c_float), ctypes.c_size_t, ctypes.c_void_p,
                            ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 
