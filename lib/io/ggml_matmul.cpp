@@ -63,22 +63,30 @@ void q5_K_ints(const BlockQ5_K& x, KInts& out) {
     k4_scales(x, out);
 }
 
-float small_ints(std::uint32_t type, const std::uint8_t* block, std::int8_t* q) {
+// The 16 nibbles at QS and the fifth bits in QH (4 bytes; none if null) as the block's 32 quants.
+void nibbles(const std::uint8_t* qs, const std::uint8_t* qh, int zero, std::int8_t* q) {
+    std::uint32_t high = 0;
+    if (qh) std::memcpy(&high, qh, 4);
+    for (std::size_t l = 0; l < qk / 2; ++l) {
+        q[l] = static_cast<std::int8_t>(((qs[l] & 0x0F) | (((high >> l) & 1u) << 4)) - zero);
+        q[l + qk / 2] = static_cast<std::int8_t>(((qs[l] >> 4) | (((high >> (l + 16)) & 1u) << 4)) - zero);
+    }
+}
+
+float small_ints(std::uint32_t type, const std::uint8_t* block, std::int8_t* q, float* m) {
+    if (type == ggml_q4_1 || type == ggml_q5_1) {  // d, m, (qh[4],) qs[16]
+        if (m) *m = fp16(block + 2);
+        nibbles(block + (type == ggml_q5_1 ? 8 : 4), type == ggml_q5_1 ? block + 4 : nullptr, 0, q);
+        return fp16(block);
+    }
     if (type == ggml_q8_0) {
         std::memcpy(q, block + 2, qk);
     } else if (type == ggml_q4_0) {
-        for (std::size_t l = 0; l < qk / 2; ++l) {
-            q[l] = static_cast<std::int8_t>((block[2 + l] & 0x0F) - 8);
-            q[l + qk / 2] = static_cast<std::int8_t>((block[2 + l] >> 4) - 8);
-        }
+        nibbles(block + 2, nullptr, 8, q);
     } else {  // q5_0: d, qh[4], qs[16]
-        std::uint32_t qh;
-        std::memcpy(&qh, block + 2, 4);
-        for (std::size_t l = 0; l < qk / 2; ++l) {
-            q[l] = static_cast<std::int8_t>(((block[6 + l] & 0x0F) | (((qh >> l) & 1u) << 4)) - 16);
-            q[l + qk / 2] = static_cast<std::int8_t>(((block[6 + l] >> 4) | (((qh >> (l + 16)) & 1u) << 4)) - 16);
-        }
+        nibbles(block + 6, block + 2, 16, q);
     }
+    if (m) *m = 0;
     return fp16(block);
 }
 
@@ -106,20 +114,26 @@ void q6_K_ints(const BlockQ6_K& x, KInts& out) {
 namespace {
 
 // ggml_vec_dot_q8_0_q8_0_generic, _q5_0_q8_0_generic: sumf += sumi * (d_w * d_a), block by
-// block; _q4_0_q8_0_generic: sumf += sumi * d_w * d_a, i.e. (sumi * d_w) * d_a. Each multiply-add
-// fused as the pinned build compiles it (vfmadd231ss: GCC contracts it, -ffp-contract=fast).
+// block; _q4_0_q8_0_generic: sumf += sumi * d_w * d_a, i.e. (sumi * d_w) * d_a; _q4_1_q8_1 and
+// _q5_1_q8_1: sumf += (d_w * d_a) * sumi + m_w * s_a. Each multiply-add fused as the pinned build
+// compiles it (vfmadd231ss, vfmadd132ss: GCC contracts them, -ffp-contract=fast).
 float dot_small(std::uint32_t type, const std::uint8_t* w_row, const QuantizedActs& acts, std::size_t j) {
     const std::size_t blocks = acts.k / qk, block_bytes = ggml_block_bytes(type);
     float sumf = 0;
     std::int8_t q[qk];
     for (std::size_t b = 0; b < blocks; ++b) {
-        const float d = small_ints(type, w_row + b * block_bytes, q);
+        float m;
+        const float d = small_ints(type, w_row + b * block_bytes, q, &m);
         const std::int8_t* a = act_qs(acts, j, b);
         int sumi = 0;
         for (std::size_t l = 0; l < qk; ++l) sumi += q[l] * a[l];
         const float da = acts.d[j * blocks + b];
-        sumf = type == ggml_q4_0 ? std::fma(static_cast<float>(sumi) * d, da, sumf)
-                                 : std::fma(static_cast<float>(sumi), d * da, sumf);
+        if (acts.dot_type == ggml_q8_1)
+            sumf += std::fma(d * da, static_cast<float>(sumi), m * acts.s[j * blocks + b]);
+        else if (type == ggml_q4_0)
+            sumf = std::fma(static_cast<float>(sumi) * d, da, sumf);
+        else
+            sumf = std::fma(static_cast<float>(sumi), d * da, sumf);
     }
     return sumf;
 }
@@ -153,7 +167,7 @@ void tile_scalar(std::uint32_t type, const std::uint8_t* w, std::size_t row_byte
                  const QuantizedActs& acts, float* out, std::size_t ldo) {
     for (std::size_t j = 0; j < acts.m; ++j)
         for (std::size_t i = 0; i < rows; ++i)
-            out[j * ldo + i] = acts.dot_type == ggml_q8_0 ? dot_small(type, w + i * row_bytes, acts, j)
+            out[j * ldo + i] = acts.dot_type != ggml_q8_K ? dot_small(type, w + i * row_bytes, acts, j)
                                                           : dot_K(type, w + i * row_bytes, acts, j);
 }
 
@@ -180,26 +194,36 @@ void check_blocks(std::size_t k, std::size_t block, const char* what) {
                          " elements is not a whole number of blocks of " + std::to_string(block));
 }
 
+// The weight type's vec_dot_type (ggml-cpu.c type_traits_cpu).
+std::uint32_t dot_type_of(std::uint32_t type) {
+    if (type == ggml_q8_0 || type == ggml_q4_0 || type == ggml_q5_0) return ggml_q8_0;
+    if (type == ggml_q4_1 || type == ggml_q5_1) return ggml_q8_1;
+    return ggml_q8_K;
+}
+
 QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, std::size_t k) {
     QuantizedActs acts;
-    const bool q8_0 = type == ggml_q8_0 || type == ggml_q4_0 || type == ggml_q5_0;  // their vec_dot_type; the K types': q8_K
-    acts.dot_type = q8_0 ? ggml_q8_0 : ggml_q8_K;
+    acts.dot_type = dot_type_of(type);
+    const bool small = acts.dot_type != ggml_q8_K;  // blocks of 32: q8_0 (fp16 d), q8_1 (fp16 d, s)
     acts.m = m, acts.k = k;
-    acts.block = q8_0 ? ggml::qk : ggml::qk_k;
-    const std::size_t blocks = k / acts.block, head = q8_0 ? 2 : 4;
-    acts.block_bytes = q8_0 ? sizeof(ggml::BlockQ8_0) : ggml::q8_K_bytes;
+    acts.block = small ? ggml::qk : ggml::qk_k;
+    const std::size_t blocks = k / acts.block, head = acts.dot_type == ggml_q8_0 ? 2 : 4;
+    acts.block_bytes = ggml_block_bytes(acts.dot_type);
     acts.row_bytes = blocks * acts.block_bytes;
     acts.bytes.resize(m * acts.row_bytes);
     acts.d.resize(m * blocks);
-    acts.sums.resize(m * (q8_0 ? blocks : blocks * 16));
+    acts.s.resize(acts.dot_type == ggml_q8_1 ? m * blocks : 0);
+    acts.sums.resize(m * (small ? blocks : blocks * 16));
     for (std::size_t j = 0; j < m; ++j) {
         std::uint8_t* row = acts.bytes.data() + j * acts.row_bytes;
-        if (q8_0) quantize_row_q8_0(a + j * k, row, k);
+        if (acts.dot_type == ggml_q8_0) quantize_row_q8_0(a + j * k, row, k);
+        else if (acts.dot_type == ggml_q8_1) quantize_row_q8_1(a + j * k, row, k);
         else quantize_row_q8_K(a + j * k, row, k);
         for (std::size_t b = 0; b < blocks; ++b) {
             const std::uint8_t* block = row + b * acts.block_bytes;
-            if (q8_0) {
+            if (small) {
                 acts.d[j * blocks + b] = ggml::fp16(block);
+                if (acts.dot_type == ggml_q8_1) acts.s[j * blocks + b] = ggml::fp16(block + 2);
                 std::int32_t sum = 0;
                 for (std::size_t l = 0; l < ggml::qk; ++l) sum += static_cast<std::int8_t>(block[head + l]);
                 acts.sums[j * blocks + b] = sum;
@@ -212,6 +236,7 @@ QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, s
         }
     }
     acts.bytes_at = acts.bytes.data(), acts.d_at = acts.d.data(), acts.sums_at = acts.sums.data();
+    acts.s_at = acts.s.data();
     return acts;
 }
 
@@ -236,6 +261,24 @@ void quantize_row_q8_0(const float* x, std::uint8_t* y, std::size_t k) {
             const long q = std::lrint(x[l] * id);  // half to even, as _mm256_round_ps(_MM_ROUND_NEAREST)
             y[2 + l] = static_cast<std::uint8_t>(static_cast<std::int8_t>(std::clamp(q, -128L, 127L)));
         }
+    }
+}
+
+void quantize_row_q8_1(const float* x, std::uint8_t* y, std::size_t k) {
+    check_blocks(k, ggml::qk, "q8_1 activations");
+    std::uint8_t q8_0[sizeof(ggml::BlockQ8_0)];
+    for (std::size_t b = 0; b < k / ggml::qk; ++b, x += ggml::qk, y += 36) {
+        quantize_row_q8_0(x, q8_0, ggml::qk);  // the same d and quants
+        float amax = 0;
+        for (std::size_t l = 0; l < ggml::qk; ++l) amax = std::max(amax, std::fabs(x[l]));
+        int sum = 0;
+        for (std::size_t l = 0; l < ggml::qk; ++l) sum += static_cast<std::int8_t>(q8_0[2 + l]);
+        // s = d * sum with d before its rounding to fp16
+        const float d = all_finite(x, ggml::qk) ? amax / 127.f : std::numeric_limits<float>::quiet_NaN();
+        const std::uint16_t s = float_to_half(d * static_cast<float>(sum));
+        std::memcpy(y, q8_0, 2);
+        std::memcpy(y + 2, &s, 2);
+        std::memcpy(y + 4, q8_0 + 2, ggml::qk);
     }
 }
 
@@ -264,14 +307,14 @@ void quantize_row_q8_K(const float* x, std::uint8_t* y, std::size_t k) {
 }
 
 bool quantized_gemm_supported(std::uint32_t type) {
-    return type == ggml_q8_0 || type == ggml_q4_0 || type == ggml_q5_0 || type == ggml_q4_K || type == ggml_q5_K ||
-           type == ggml_q6_K;
+    return type == ggml_q8_0 || type == ggml_q4_0 || type == ggml_q5_0 || type == ggml_q4_1 || type == ggml_q5_1 ||
+           type == ggml_q4_K || type == ggml_q5_K || type == ggml_q6_K;
 }
 
 void quantized_gemm(std::uint32_t type, std::string_view w, std::size_t n, std::size_t k, const float* a,
                     std::size_t m, float* out, std::size_t threads) {
     if (!quantized_gemm_supported(type))
-        throw InputError("quantized product: ggml type " + ggml_type_name(type) + " is not one it takes (q8_0, q4_0, q5_0, q4_K, q5_K, q6_K)");
+        throw InputError("quantized product: ggml type " + ggml_type_name(type) + " is not one it takes (q8_0, q4_0, q5_0, q4_1, q5_1, q4_K, q5_K, q6_K)");
     const std::size_t row_bytes = ggml_row_bytes(type, k);
     if (row_bytes != 0 && n > w.size() / row_bytes)
         throw InputError("quantized product: " + std::to_string(n) + " rows of " + std::to_string(k) + " " +

@@ -12,22 +12,24 @@ namespace attntrace::ggml {
 
 inline constexpr std::size_t q8_K_bytes = 292;  // block_q8_K: float d, int8 qs[256], int16 bsums[16]
 
-// M activation rows quantized to the weight type's vec_dot_type (q8_0 or q8_K), in ggml's bytes,
+// M activation rows quantized to the weight type's vec_dot_type (q8_0, q8_1 or q8_K), in ggml's bytes,
 // with what the kernels want of them at hand.
 struct QuantizedActs {
-    std::uint32_t dot_type = 0;     // ggml_q8_0 or ggml_q8_K
+    std::uint32_t dot_type = 0;     // ggml_q8_0, ggml_q8_1 or ggml_q8_K
     std::size_t m = 0, k = 0;
     std::size_t row_bytes = 0;      // of one row of dot_type
     std::size_t block = 0;          // 32 or 256 elements
-    std::size_t block_bytes = 0;    // 34 (fp16 d, 32 int8) or 292 (float d, 256 int8, 16 int16)
+    std::size_t block_bytes = 0;    // 34 (fp16 d, 32 int8), 36 (fp16 d, s, 32 int8) or 292 (float d, 256 int8, 16 int16)
     std::vector<std::uint8_t> bytes;  // (M, row_bytes)
     std::vector<float> d;             // (M, K / block): each block's scale as a float
-    std::vector<std::int32_t> sums;   // q8_0: (M, K / 32) each block's quant sum; q8_K: (M, K / 16) its bsums
+    std::vector<std::int32_t> sums;   // q8_0, q8_1: (M, K / 32) each block's quant sum; q8_K: (M, K / 16) its bsums
+    std::vector<float> s;             // q8_1: (M, K / 32) each block's s (d * quant sum, as fp16 keeps it)
     // The same as plain pointers, for the kernels compiled for an instruction set (which must not
     // instantiate the standard library's code: ggml_blocks.hpp says why).
     const std::uint8_t* bytes_at = nullptr;
     const float* d_at = nullptr;
     const std::int32_t* sums_at = nullptr;
+    const float* s_at = nullptr;
 };
 
 namespace {  // a copy in each file, compiled for its instruction set (ggml_blocks.hpp says why)
@@ -49,9 +51,10 @@ struct KInts {
     std::int32_t min[8];
     float d, dmin;
 };
-// A 32-element block of q8_0, q4_0 or q5_0 at BLOCK as its 32 signed integers Q (q8_0: -128..127,
-// q4_0: -8..7, q5_0: -16..15, as the generic vec_dots take them); returns its d.
-float small_ints(std::uint32_t type, const std::uint8_t* block, std::int8_t* q);
+// A 32-element block of q8_0, q4_0, q5_0, q4_1 or q5_1 at BLOCK as its 32 integers Q (q8_0:
+// -128..127, q4_0: -8..7, q5_0: -16..15, q4_1: 0..15, q5_1: 0..31, as the generic vec_dots take
+// them); returns its d, and its m in M (0 for the types without one) when M is not null.
+float small_ints(std::uint32_t type, const std::uint8_t* block, std::int8_t* q, float* m = nullptr);
 
 void q4_K_ints(const BlockQ4_K& x, KInts& out);
 void q5_K_ints(const BlockQ5_K& x, KInts& out);

@@ -6,10 +6,10 @@
 // each weight load. The integer sums are exact; the weights are made unsigned (q4_0's nibbles, whose
 // zero is 8, q5_0's 5 bits, zero 16; the K types' stored 0..63; q8_0 + 128 where V::offset_q8_0,
 // else kept signed for V::dot4_signed) and the offset taken back through the activations' block
-// sums, as ggml's K vec_dots take the mins. q8_0's, q4_0's and q5_0's floats are ggml's `_generic`
-// ones to the bit (sumf = fma(sumi, d_w * d_a, sumf), resp. fma(sumi * d_w, d_a, sumf) for q4_0,
-// as the pinned build compiles them); the K types' scale their super-blocks in one sum rather
-// than ggml's 8 lanes.
+// sums, as ggml's K vec_dots take the mins. The 32-element types' floats are ggml's `_generic`
+// ones to the bit (sumf = fma(sumi, d_w * d_a, sumf); q4_0: fma(sumi * d_w, d_a, sumf); q4_1,
+// q5_1: sumf + fma(d_w * d_a, sumi, m_w * s_a), as the pinned build compiles them); the K types'
+// scale their super-blocks in one sum rather than ggml's 8 lanes.
 //
 // Everything here is in an unnamed namespace and uses no standard library code beyond memcpy and
 // memset: each including file compiles its own copy for its instruction set (ggml_blocks.hpp).
@@ -21,11 +21,11 @@
 namespace attntrace::ggml {
 namespace {
 
-// --- q8_0, q4_0, q5_0: per block, 8 vectors of 4 quant bytes per row, then the rows' d -------
-// The bytes are the integers plus ZERO (q4_0: 8, q5_0: 16, q8_0: 128 where V::offset_q8_0, else
-// q8_0's signed bytes as they are, for V::dot4_signed).
+// --- q8_0, q4_0, q5_0, q4_1, q5_1: per block, 8 vectors of 4 quant bytes per row, then the
+// rows' d and m. The bytes are the integers plus ZERO (q4_0: 8, q5_0: 16, q4_1 and q5_1: 0, q8_0:
+// 128 where V::offset_q8_0, else q8_0's signed bytes as they are, for V::dot4_signed).
 
-constexpr std::size_t q8_0_vectors = 9;
+constexpr std::size_t q8_0_vectors = 10;
 
 template <class V>
 constexpr int zero_of(std::uint32_t type) {
@@ -40,12 +40,14 @@ void pack_small(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes
     const std::size_t block_bytes = ggml_block_bytes(type);
     std::memset(pack, 0, blocks * q8_0_vectors * vb);
     std::int8_t q[qk];
+    float m;
     for (std::size_t i = 0; i < rows; ++i)
         for (std::size_t b = 0; b < blocks; ++b) {
             std::uint8_t* out = pack + b * q8_0_vectors * vb;
-            const float d = small_ints(type, w + i * row_bytes + b * block_bytes, q);
+            const float d = small_ints(type, w + i * row_bytes + b * block_bytes, q, &m);
             for (std::size_t e = 0; e < qk; ++e) out[vb * (e / 4) + 4 * i + e % 4] = static_cast<std::uint8_t>(q[e] + zero);
             std::memcpy(out + vb * 8 + 4 * i, &d, 4);
+            std::memcpy(out + vb * 9 + 4 * i, &m, 4);
         }
 }
 
@@ -57,7 +59,7 @@ void small_rows(const std::uint8_t* pack, const QuantizedActs& acts, std::size_t
     using F = typename V::F;
     constexpr std::size_t vb = V::bytes;
     constexpr int zero = zero_of<V>(Type);
-    constexpr bool offset = zero != 0;
+    constexpr bool signed_bytes = Type == ggml_q8_0 && !V::offset_q8_0;
     const std::size_t blocks = acts.k / qk;
     F facc[MR];
     for (auto& f : facc) f = V::fzero();
@@ -65,16 +67,19 @@ void small_rows(const std::uint8_t* pack, const QuantizedActs& acts, std::size_t
         const std::uint8_t* p = pack + b * q8_0_vectors * vb;
         I w[8];
         for (std::size_t k4 = 0; k4 < 8; ++k4) w[k4] = V::load(p + vb * k4);
-        const F dw = V::loadf(p + vb * 8);
+        const F dw = V::loadf(p + vb * 8), mw = V::loadf(p + vb * 9);
 #pragma GCC unroll 8
         for (std::size_t j = 0; j < MR; ++j) {
             const std::size_t at = (j0 + j) * blocks + b;
             const std::int8_t* a = act_qs(acts, j0 + j, b);
-            I acc = offset ? V::set1(-zero * acts.sums_at[at]) : V::izero();
+            I acc = zero ? V::set1(-zero * acts.sums_at[at]) : V::izero();
 #pragma GCC unroll 8
             for (std::size_t k4 = 0; k4 < 8; ++k4)
-                acc = offset ? V::dot4(acc, w[k4], V::bcast4(a + 4 * k4)) : V::dot4_signed(acc, w[k4], V::bcast4(a + 4 * k4));
-            if constexpr (Type == ggml_q4_0)  // sumf = fma(sumi * d_w, d_a, sumf)
+                acc = signed_bytes ? V::dot4_signed(acc, w[k4], V::bcast4(a + 4 * k4)) : V::dot4(acc, w[k4], V::bcast4(a + 4 * k4));
+            if constexpr (Type == ggml_q4_1 || Type == ggml_q5_1)  // sumf += fma(d_w * d_a, sumi, m_w * s_a)
+                facc[j] = V::add(facc[j], V::fmadd(V::mul(dw, V::set1f(acts.d_at[at])), V::cvt(acc),
+                                                   V::mul(mw, V::set1f(acts.s_at[at]))));
+            else if constexpr (Type == ggml_q4_0)  // sumf = fma(sumi * d_w, d_a, sumf)
                 facc[j] = V::fmadd(V::mul(V::cvt(acc), dw), V::set1f(acts.d_at[at]), facc[j]);
             else  // q8_0, q5_0: sumf = fma(sumi, d_w * d_a, sumf)
                 facc[j] = V::fmadd(V::cvt(acc), V::mul(dw, V::set1f(acts.d_at[at])), facc[j]);
@@ -184,13 +189,15 @@ void rows_pass(std::uint32_t type, const std::uint8_t* pack, const QuantizedActs
     if (type == ggml_q8_0) small_rows<V, ggml_q8_0, MR>(pack, acts, j, out, ldo, rows);
     else if (type == ggml_q4_0) small_rows<V, ggml_q4_0, MR>(pack, acts, j, out, ldo, rows);
     else if (type == ggml_q5_0) small_rows<V, ggml_q5_0, MR>(pack, acts, j, out, ldo, rows);
+    else if (type == ggml_q4_1) small_rows<V, ggml_q4_1, MR>(pack, acts, j, out, ldo, rows);
+    else if (type == ggml_q5_1) small_rows<V, ggml_q5_1, MR>(pack, acts, j, out, ldo, rows);
     else if (type == ggml_q6_K) k_rows<V, 16, MR>(pack, acts, j, out, ldo, rows);
     else k_rows<V, 32, MR>(pack, acts, j, out, ldo, rows);
 }
 
 template <class V>
 std::size_t tile_pack_bytes(std::uint32_t type, std::size_t k) {
-    if (type == ggml_q8_0 || type == ggml_q4_0 || type == ggml_q5_0) return k / qk * q8_0_vectors * V::bytes;
+    if (ggml_block_size(type) == qk) return k / qk * q8_0_vectors * V::bytes;
     return k / qk_k * (type == ggml_q6_K ? KLayout<16>::vectors : KLayout<32>::vectors) * V::bytes;
 }
 
@@ -202,7 +209,7 @@ void tile(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std:
     for (std::size_t i0 = 0; i0 < rows; i0 += V::lanes) {
         const std::size_t lanes = rows - i0 < V::lanes ? rows - i0 : V::lanes;
         const std::uint8_t* wi = w + i0 * row_bytes;
-        if (acts.dot_type == ggml_q8_0) pack_small<V>(type, wi, row_bytes, lanes, blocks, pack);
+        if (acts.dot_type != ggml_q8_K) pack_small<V>(type, wi, row_bytes, lanes, blocks, pack);
         else if (type == ggml_q6_K) pack_K<V, 16>(type, wi, row_bytes, lanes, blocks, pack);
         else pack_K<V, 32>(type, wi, row_bytes, lanes, blocks, pack);
         std::size_t j = 0;

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests" / "goldens"))
 import llama_cpp  # noqa: E402
 from make_ggml_matmul_goldens import cpu_backend  # noqa: E402
 
-TYPES = {"q8_0": 8, "q4_0": 2, "q5_0": 6, "q4_K": 12, "q5_K": 13, "q6_K": 14}
+TYPES = {"q8_0": 8, "q4_0": 2, "q5_0": 6, "q4_1": 3, "q5_1": 7, "q4_K": 12, "q5_K": 13, "q6_K": 14}
 # (N, K): a 0.5B-1B model's attention projection, its MLP up and down projections
 SHAPES = [(1024, 1024), (4096, 1024), (1024, 4096)]
 

@@ -2,7 +2,7 @@
 // tests/goldens/make_ggml_matmul_goldens.py with llama.cpp's libggml-cpu): the activations'
 // 8-bit bytes equal ggml's, the scalar kernel equals ggml's plain-C `_generic` vec_dot bit for
 // bit, and every kernel this CPU runs (scalar, AVX2, AVX-512 VNNI) is within float rounding of
-// the SIMD vec_dot llama.cpp runs (q8_0's, q4_0's and q5_0's bit for bit with `_generic` too, and AVX2's
+// the SIMD vec_dot llama.cpp runs (the 32-element types' bit for bit with `_generic` too, and AVX2's
 // with AVX-512's); then more rows than the fixture has (the kernels' passes of 8 or 4 rows and
 // of 1), threads, and the checks on the arguments.
 #include <doctest/doctest.h>
@@ -77,7 +77,7 @@ std::vector<Product> products() {
         p.ggml = floats(read_file(kDir + name + ".ggml"));
         out.push_back(std::move(p));
     }
-    REQUIRE(out.size() == 6);
+    REQUIRE(out.size() == 8);
     return out;
 }
 
@@ -116,6 +116,7 @@ TEST_CASE("activations quantize to ggml's q8_0 and q8_K bytes") {
         std::vector<std::uint8_t> got(row);
         for (std::size_t j = 0; j < p.m; ++j) {
             if (p.dot == "q8_0") quantize_row_q8_0(p.a.data() + j * p.k, got.data(), p.k);
+            else if (p.dot == "q8_1") quantize_row_q8_1(p.a.data() + j * p.k, got.data(), p.k);
             else quantize_row_q8_K(p.a.data() + j * p.k, got.data(), p.k);
             CHECK_MESSAGE(std::memcmp(got.data(), p.aq.data() + j * row, row) == 0, p.name << " row " << j);
         }
@@ -137,7 +138,7 @@ TEST_CASE("quantized products equal ggml's vec_dot: the generic definition to th
             INFO(p.name << ", " << gemm_kernel_name(kernel) << ": worst |difference| / sum |w a| " << vs_ggml
                         << " against ggml's vec_dot, " << vs_generic << " against _generic");
             CHECK(vs_ggml <= 1e-5);  // ggml's SIMD and generic vec_dots differ by up to 7e-6 here
-            if (kernel == GemmKernel::scalar || p.dot == "q8_0")
+            if (kernel == GemmKernel::scalar || p.dot != "q8_K")
                 CHECK(bit_differences(out, p.generic) == 0);  // every kernel: ggml's generic floats
             else CHECK(vs_generic <= 1e-5);
         }
@@ -163,7 +164,7 @@ TEST_CASE("quantized products: many rows, any thread count, every kernel the sam
                 std::vector<float> out(m * p.n);
                 quantized_gemm(p.type, p.w, p.n, p.k, a.data(), m, out.data(), threads);
                 INFO(p.name << ", " << gemm_kernel_name(kernel) << ", " << threads << " threads");
-                if (kernel == GemmKernel::scalar || p.dot == "q8_0") {
+                if (kernel == GemmKernel::scalar || p.dot != "q8_K") {
                     CHECK(bit_differences(out, reference) == 0);
                 } else {
                     CHECK(worst_relative(out, reference, mag) <= 1e-5);
@@ -219,9 +220,10 @@ TEST_CASE("quantized products check their arguments before reading") {
     float out[4];
     const std::string w(144, '\0');
     CHECK(quantized_gemm_supported(ggml_q4_K));
-    CHECK_FALSE(quantized_gemm_supported(ggml_q4_1));
-    CHECK_THROWS_WITH_AS(quantized_gemm(ggml_q4_1, w, 1, 32, a.data(), 1, out, 1),
-                         "quantized product: ggml type q4_1 is not one it takes (q8_0, q4_0, q5_0, q4_K, q5_K, q6_K)", InputError);
+    CHECK_FALSE(quantized_gemm_supported(ggml_iq4_nl));
+    CHECK_THROWS_WITH_AS(quantized_gemm(ggml_iq4_nl, w, 1, 32, a.data(), 1, out, 1),
+                         "quantized product: ggml type iq4_nl is not one it takes (q8_0, q4_0, q5_0, q4_1, q5_1, q4_K, q5_K, q6_K)",
+                         InputError);
     CHECK_THROWS_WITH_AS(quantized_gemm(ggml_q4_K, w, 2, 256, a.data(), 1, out, 1),
                          "quantized product: 2 rows of 256 q4_K need 144 bytes each, 144 given", InputError);
     CHECK_THROWS_AS(quantized_gemm(ggml_q4_K, w, 1, 100, a.data(), 1, out, 1), InputError);
