@@ -3,12 +3,14 @@
 // block is read from any address, and what the scalar and vector dequantizers share: ggml's fp16
 // widening, the K types' 6-bit sub-scales, the iq4 code book, and the kernels' entry points.
 // ggml's blocks are little-endian; so is every CPU attntrace builds for (checked below).
+//
+// The helpers are in an unnamed namespace: each file has its own copy, compiled for that file's
+// instruction set (AVX2, AVX-512), so the linker can never hand a baseline file a copy of one that
+// the CPU cannot run (as it could with one shared inline function, or half.hpp's).
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-
-#include "half.hpp"
 
 namespace attntrace::ggml {
 
@@ -40,22 +42,34 @@ static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(Block
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockIq4Xs) == 136);
 
+namespace {
+
+inline float float_from_bits(std::uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
 // ggml_compute_fp16_to_fp32 (ggml-impl.h): exact for every finite value; a NaN keeps its payload
 // and comes out quiet (its formula multiplies the widened bits by 2^-112, as F16C's vcvtph2ps
-// quiets), unlike numpy's widening (half.hpp) which keeps a signalling NaN signalling.
+// quiets), unlike numpy's widening (lib/io/half.hpp) which keeps a signalling NaN signalling.
 inline float fp16(const std::uint8_t* bytes) {
     std::uint16_t h;
     std::memcpy(&h, bytes, 2);
-    const float f = half_to_float(h);
-    if (f != f) return std::bit_cast<float>(std::bit_cast<std::uint32_t>(f) | 0x00400000u);
-    return f;
+    const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+    const std::uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+    if (exponent == 0x1f)  // infinity, or NaN made quiet
+        return float_from_bits(sign | 0x7f800000u | (mantissa << 13) | (mantissa ? 0x00400000u : 0u));
+    if (exponent != 0) return float_from_bits(sign | ((exponent + 112) << 23) | (mantissa << 13));
+    const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;  // zero or subnormal, exact
+    return sign ? -magnitude : magnitude;
 }
 
 // ggml_compute_bf16_to_fp32: the top 16 bits of a float.
 inline float bf16(const std::uint8_t* bytes) {
     std::uint16_t b;
     std::memcpy(&b, bytes, 2);
-    return bfloat16_to_float(b);
+    return float_from_bits(static_cast<std::uint32_t>(b) << 16);
 }
 
 // get_scale_min_k4 (ggml-quants.c): sub-block J's 6-bit scale and min of a Q4_K / Q5_K block.
@@ -72,6 +86,8 @@ inline void scale_min_k4(std::size_t j, const std::uint8_t* q, std::uint8_t& sca
 // kvalues_iq4nl (ggml-common.h): IQ4_NL's and IQ4_XS's 16 levels.
 inline constexpr std::int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                   1,    13,   25,  38,  53,  69,  89,  113};
+
+}  // namespace
 
 // A kernel's dequantizer: the BLOCKS blocks at X into Y (blocks * block size floats).
 using RowFn = void (*)(const std::uint8_t* x, float* y, std::size_t blocks);

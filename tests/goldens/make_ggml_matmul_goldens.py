@@ -3,8 +3,8 @@ backend as llama.cpp runs it: the libggml-cpu-<variant>.so that libggml loads fo
 the @node-llama-cpp/linux-x64 build pinned in llama_cpp.py), driven with ctypes.
 
 llama.cpp multiplies a quantized weight W (N rows of K) by float activations A (M rows of K) by
-quantizing each activation row to the weight type's `vec_dot_type` (q8_0 for q8_0 weights, q8_K
-for the K types) with the CPU backend's `from_float`, then taking `vec_dot(W row, A row)`. For
+quantizing each activation row to the weight type's `vec_dot_type` (q8_0 for q8_0, q4_0 and q5_0
+weights, q8_1 for q4_1 and q5_1, q8_K for the K types) with the CPU backend's `from_float`, then taking `vec_dot(W row, A row)`. For
 each weight type, tests/fixtures/ggml_matmul/ gets
 - TYPE.w:       W, N rows quantized by ggml_quantize_chunk (seeded normal weights, two rows zero);
 - TYPE.a:       A, float32 (M, K): normal rows, a zero row, a row with one huge value, a row of tiny ones;
@@ -29,7 +29,8 @@ import llama_cpp  # noqa: E402
 OUT = Path(__file__).resolve().parents[1] / "fixtures" / "ggml_matmul"
 M, N, K = 5, 20, 512
 # weight type: (id, vec_dot_type name, vec_dot_type id)
-TYPES = {"q8_0": (8, "q8_0", 8), "q4_K": (12, "q8_K", 15), "q6_K": (14, "q8_K", 15)}
+TYPES = {"q8_0": (8, "q8_0", 8), "q4_0": (2, "q8_0", 8), "q5_0": (6, "q8_0", 8), "q4_1": (3, "q8_1", 9),
+         "q5_1": (7, "q8_1", 9), "q4_K": (12, "q8_K", 15), "q5_K": (13, "q8_K", 15), "q6_K": (14, "q8_K", 15)}
 VEC_DOT = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.POINTER(ctypes.c_float), ctypes.c_size_t, ctypes.c_void_p,
                            ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 
