@@ -38,6 +38,9 @@ void check_model_flags(const MhaFlags& f, const attntrace::LayerConfig& c) {
     if (f.common.scale && std::abs(*f.common.scale - c.scale) > 1e-12 * c.scale)
         refuse("--scale", attntrace::format_number(*f.common.scale) + " but " + config + " gives " +
                               attntrace::format_number(c.scale));
+    if (f.common.softcap && (!c.softcap || std::abs(*f.common.softcap - *c.softcap) > 1e-12 * *c.softcap))
+        refuse("--softcap", attntrace::format_number(*f.common.softcap) + " but " + config +
+                                (c.softcap ? " gives " + attntrace::format_number(*c.softcap) : " has no soft-capping"));
     if (f.common.causal && !c.causal) refuse("--causal", "but the " + c.model_type + " layer in " + config + " is not causal");
     if (!f.common.rotary.empty() || f.common.alibi || f.common.window || f.common.causal_align != "upper-left")
         refuse("--rotary/--alibi/--window/--causal-align", "positions come from " + config + " with --model");
@@ -127,7 +130,10 @@ void run_mha(const MhaFlags& f) {
     const attntrace::MhaParams<T>& params = model ? model->weights.attn : in.params;  // a checkpoint's in place
     const auto positions = model ? attntrace::positions_for_layer(model->layer.config, model->weights, f.normed)
                                  : positions_from_flags<T>(c, heads, params.w_q.shape()[0] / heads);
-    if (model) run.options.scale = model->layer.config.scale, masks.causal = model->layer.config.causal;
+    if (model) {
+        run.options.scale = model->layer.config.scale, masks.causal = model->layer.config.causal;
+        run.options.softcap = model->layer.config.softcap;
+    }
     run.options.average_heads = f.average_heads;
     if (query.array.dimension() >= 2 && key.array.dimension() >= 2) {
         const std::size_t batch = query.array.dimension() == 3 ? query.array.shape()[0] : 1;

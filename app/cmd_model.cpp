@@ -26,7 +26,8 @@ void check_flags(const ModelFlags& f) {
     if (inputs != 1) throw UsageError("model: give exactly one of --text, --text-file, --ids and --each-line");
     if (!f.each_line.empty())
         for (const auto& [flag, path] : {std::pair{"--hidden-states", f.hidden_states}, {"--attentions", f.attentions},
-                                         {"--logits", f.logits}})
+                                         {"--logits", f.logits}, {"--experts", f.experts},
+                                         {"--expert-weights", f.expert_weights}})
             if (!path.empty()) throw UsageError(std::string(flag) + ": not with --each-line (one document per line, no tensors)");
     if (!f.max_memory.empty() && !parse_byte_size(f.max_memory))
         throw UsageError("--max-memory: '" + f.max_memory + "' is not a size like 600M or 4G");
@@ -41,6 +42,7 @@ void check_outputs(const ModelFlags& f) {
     for (const auto& entry : fs::directory_iterator(f.model, ec)) inputs.push_back(entry.path().string());
     const std::vector<std::pair<std::string, std::string>> outputs{
         {"--hidden-states", f.hidden_states}, {"--attentions", f.attentions}, {"--logits", f.logits},
+        {"--experts", f.experts}, {"--expert-weights", f.expert_weights},
         {"--plot", f.plot}, {"--report", f.report}, {"--rollout", f.rollout}};
     std::size_t to_stdout = 0;
     for (std::size_t i = 0; i < outputs.size(); ++i) {
@@ -52,7 +54,8 @@ void check_outputs(const ModelFlags& f) {
             if (!outputs[j].second.empty() && same_output_file(path, outputs[j].second))
                 throw UsageError(flag + ": " + path + " is the file of " + outputs[j].first);
     }
-    if (to_stdout > 1) throw UsageError("--hidden-states/--attentions/--logits: only one can go to stdout (-)");
+    if (to_stdout > 1)
+        throw UsageError("--hidden-states/--attentions/--logits/--experts/--expert-weights: only one can go to stdout (-)");
     if (to_stdout == 1 && f.format == TraceFormat::json)
         throw UsageError("--format: the JSON trace takes stdout; write the tensors to files");
 }
@@ -136,6 +139,10 @@ void setup_model(CLI::App& app) {
     cmd->add_option("--attentions", f->attentions, "write (kept layers, H, L, L) as output_attentions (.npy)")
         ->check(file_name());
     cmd->add_option("--logits", f->logits, "write the (L, vocab) logits (.npy)")->check(file_name());
+    cmd->add_option("--experts", f->experts, "a mixture of experts: write the experts each position chose, "
+                                             "(kept MoE layers, L, K) int64 (.npy)")->check(file_name());
+    cmd->add_option("--expert-weights", f->expert_weights, "a mixture of experts: write their weights, "
+                                                           "(kept MoE layers, L, K) (.npy)")->check(file_name());
     cmd->add_option("--top", f->top, "the K most likely next tokens (default 5), or tokens at each mask for BERT/RoBERTa");
     cmd->add_option("--induction", f->induction, "also score each head on BOS + R + R, R being N random tokens")
         ->check(positive_integer());

@@ -95,6 +95,9 @@ ModelSession open_session(const ModelFlags& f, bool text_needed) {
     if (!s.model.has_head() && (s.top > 0 || !f.logits.empty()))
         throw UsageError(std::string(f.logits.empty() ? "--top" : "--logits") + ": " + s.model.head_missing);
     if (f.induction && f.induction == 0) throw UsageError("--induction: the random sequence needs at least 1 token");
+    for (const auto& [flag, path] : {std::pair{"--experts", f.experts}, {"--expert-weights", f.expert_weights}})
+        if (!path.empty() && !m.moe)
+            throw UsageError(std::string(flag) + ": " + f.model + " is not a mixture of experts (" + m.model_type + ")");
     return s;
 }
 
@@ -177,6 +180,20 @@ private:
     std::size_t plane_;
     std::optional<NpyOutput<T>> attentions_, hidden_;
 };
+
+// --experts (kept MoE layers, L, K) int64 and --expert-weights the same in T, from ROUTING.
+template <class T>
+void write_routing(const ModelFlags& f, const std::map<std::size_t, LayerRouting>& routing, std::size_t length,
+                   std::size_t k) {
+    const Shape shape{routing.size(), length, k};
+    Array<std::int64_t> ids = Array<std::int64_t>::from_shape(shape);
+    Array<T> weights = Array<T>::from_shape(shape);
+    std::size_t at = 0;
+    for (const auto& [layer, r] : routing)
+        for (std::size_t i = 0; i < r.rows * r.k; ++i, ++at) ids.data()[at] = r.chosen[i], weights.data()[at] = T(r.weights[i]);
+    if (!f.experts.empty()) write_file_atomically(f.experts, npy_bytes(ids));
+    if (!f.expert_weights.empty()) write_file_atomically(f.expert_weights, npy_bytes(weights));
+}
 
 // ---- predictions and induction --------------------------------------------------------------
 
@@ -286,9 +303,11 @@ ModelTrace run_sequence(const ModelSession& s, const Sequence& seq, bool write_o
     o.pooled_cells = extra.pooled_cells;
     check_budget(s, seq.ids.size(), o, sizeof(T), extra.bytes);
     HeadStatsCollector<T> stats;
+    RoutingCollector<T> routing(s.kept);
     std::optional<OutputFiles<T>> files;
     ObserverList<T> observers;
     observers.add(&stats);
+    observers.add(&routing);
     if (write_outputs) observers.add(&files.emplace(s, seq.ids.size()));
     if (extra.observer) observers.add(extra.observer);
     std::optional<NpyOutput<T>> logits_file;  // the head computes into the file's pages
@@ -306,6 +325,12 @@ ModelTrace run_sequence(const ModelSession& s, const Sequence& seq, bool write_o
     trace.outputs = {{"hidden_states", path_or_null(f.hidden_states)},
                      {"attentions", path_or_null(f.attentions)},
                      {"logits", path_or_null(f.logits)}};
+    trace.routing = std::move(routing.layers);
+    if (s.model.config.moe) {
+        trace.outputs["experts"] = path_or_null(f.experts);
+        trace.outputs["expert_weights"] = path_or_null(f.expert_weights);
+        if (write_outputs) write_routing<T>(f, trace.routing, seq.ids.size(), s.model.config.moe->top_k);
+    }
     if (logits_file) logits_file->commit();
     if (files) files->commit();
     return trace;

@@ -22,6 +22,7 @@ struct ModelFlags {
     bool no_special = false;           // --no-special-tokens
     std::string layers;                // --layers SPEC
     std::string hidden_states, attentions, logits;
+    std::string experts, expert_weights;  // a MoE model's routing: (kept MoE layers, L, K) ids / weights
     std::optional<std::size_t> top;    // --top K (default 5 for a decoder, 0 for a masked LM)
     std::optional<std::size_t> induction;
     std::string seed = "0";

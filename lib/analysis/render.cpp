@@ -63,8 +63,8 @@ json header_json(const AnalysisContext& c) {
 }
 
 std::string header_text(const AnalysisContext& c) {
-    std::string out = c.command + " " + c.dir + ": " + describe_model(*c.config) + "; " + std::to_string(c.tokens.size()) +
-                      " tokens, " + c.dtype + "\ntokens:";
+    std::string out = c.command + " " + c.dir + ": " + std::to_string(c.tokens.size()) + " tokens, " + c.dtype + "\n  " +
+                      describe_model(*c.config) + "\ntokens:";
     std::size_t line = 7;
     for (std::size_t i = 0; i < c.tokens.size(); ++i) {
         const std::string item = "  " + std::to_string(i) + ":" + clipped(c.token_label(c.tokens[i].id), 12);

@@ -137,14 +137,20 @@ const char* norm_name(NormKind n) {
 
 std::string describe_layer(const LayerConfig& c) {
     std::ostringstream o;
-    if (c.norm != NormKind::none) o << norm_name(c.norm) << " (eps " << format_number(c.norm_eps) << ") -> ";
+    if (c.norm != NormKind::none)
+        o << norm_name(c.norm) << (c.norm_offset != 0 ? " x (1 + w)" : "") << " (eps " << format_number(c.norm_eps)
+          << ") -> ";
     o << "q/k/v projections";
     o << c.family->projections_note();
     o << " -> " << c.heads << " heads of " << c.head_dim;
     if (c.kv_heads != c.heads) o << " sharing " << c.kv_heads << " kv heads";
-    if (c.qk_norm) o << " -> q_norm/k_norm RMSNorm per head";
+    if (c.qk_norm) o << " -> q_norm/k_norm RMSNorm " << (c.qk_norm_whole ? "over the projection" : "per head");
     if (c.rotary) o << " -> rotary on " << c.rotary->dims << " of " << c.head_dim << " dims";
-    o << " -> softmax(q k^T * " << format_number(c.scale);
+    if (c.rotary && !c.rotary->long_inv_freq.empty()) o << " (LongRoPE)";
+    o << " -> softmax(";
+    if (c.softcap) o << "tanh(";
+    o << "q k^T * " << format_number(c.scale);
+    if (c.softcap) o << " / " << format_number(*c.softcap) << ") * " << format_number(*c.softcap);
     if (c.alibi) o << " + ALiBi";
     o << ")";
     if (c.causal) o << ", causal";
@@ -183,7 +189,8 @@ json checkpoint_info_json(const std::string& path) {
     const auto files = CheckpointFiles::open(path);
     out.update({{"model_type", first.model_type}, {"layers", first.layers}, {"hidden", first.hidden},
                 {"heads", first.heads}, {"kv_heads", first.kv_heads}, {"head_dim", first.head_dim},
-                {"config", first.values}, {"layer", json::array()}});
+                {"config", first.values}, {"layer", json::array()},
+                {"model", describe_model(read_model_config(config, (fs::path(path) / "config.json").string()))}});
     for (std::size_t n = 0; n < first.layers; ++n) {
         const CheckpointLayer layer = resolve_layer(path, config, files, n);
         json tensors = json::array();
@@ -211,6 +218,7 @@ std::string checkpoint_info(const std::string& path) {
       << info["hidden"] << ", " << info["heads"] << " heads, " << info["kv_heads"] << " kv heads, head dim "
       << info["head_dim"] << "\n";
     o << "  config: " << info["config"].dump() << "\n";
+    o << "  model: " << info["model"].get<std::string>() << "\n";
     for (const json& layer : info["layer"]) {
         o << "layer " << layer["index"] << ":\n";
         for (const json& t : layer["tensors"]) tensor_line(t, true);
@@ -225,11 +233,11 @@ namespace {
 
 // The shape of one of the parts of a stored tensor of SHAPE that SPEC splits, in the core's
 // (out, in) layout (or (out) for a bias).
-Shape part_shape(const Shape& shape, const TensorSpec& spec) {
+Shape part_shape(const Shape& shape, const TensorSpec& spec, std::size_t which) {
     const std::size_t parts = spec.feeds.size();
     if (spec.stored == Stored::conv1d && shape.size() == 2) return {shape[1] / parts, shape[0]};
     Shape s = shape;
-    s[0] /= parts;
+    s[0] = spec.split.empty() ? s[0] / parts : spec.split[which];
     return s;
 }
 
@@ -281,8 +289,12 @@ void part_into(const T* data, const Shape& shape, const TensorSpec& spec, std::s
         const std::size_t part = shape[1] / parts;
         return columns_transposed(data, shape[0], shape[1], which * part, (which + 1) * part, out);
     }
-    const std::size_t n = shape[0] / parts * row;
-    std::copy(data + which * n, data + (which + 1) * n, out);
+    std::size_t first = which * (shape[0] / parts), rows = shape[0] / parts;  // stacked parts of rows
+    if (!spec.split.empty()) {
+        first = 0, rows = spec.split[which];
+        for (std::size_t i = 0; i < which; ++i) first += spec.split[i];
+    }
+    std::copy(data + first * row, data + (first + rows) * row, out);
 }
 
 // Where PARAM of W is read to: its array when it already has SHAPE (the previous layer's, whose
@@ -334,7 +346,9 @@ void load_layer_weights(const CheckpointLayer& layer, LayerWeights<T>& w) {
                                              [&](const StoredTensor& t) { return t.role == spec.role; });
             w.attn.names.push_back(stored->name);
             if (spec.feeds.size() == 1 && spec.stored == Stored::linear) {
-                layer.files->read_into(stored->name, slot(w, spec.feeds.front(), stored->shape));
+                T* into = slot(w, spec.feeds.front(), stored->shape);
+                layer.files->read_into(stored->name, into);
+                add_offset(spec, into, stored->shape);  // Gemma's norms: 1 + w
                 continue;
             }
             // Read in place when the file holds T already (a float32 checkpoint), else converted.
@@ -342,7 +356,8 @@ void load_layer_weights(const CheckpointLayer& layer, LayerWeights<T>& w) {
             const T* data = layer.files->template in_place<T>(stored->name);
             if (!data) data = converted.emplace(layer.files->template read<T>(stored->name)).data();
             std::vector<T*> parts;
-            for (const Canonical param : spec.feeds) parts.push_back(slot(w, param, part_shape(stored->shape, spec)));
+            for (std::size_t i = 0; i < spec.feeds.size(); ++i)
+                parts.push_back(slot(w, spec.feeds[i], part_shape(stored->shape, spec, i)));
             if (spec.stored == Stored::conv1d && stored->shape.size() == 2 && spec.fused != Fused::per_head) {
                 // Transposed in blocks of 64 columns, as many tasks as the read workers can share.
                 constexpr std::size_t chunk = 64;
@@ -382,6 +397,7 @@ PositionStages<T> positions_for_layer(const LayerConfig& c, const LayerWeights<T
         p.q_norm = w.q_norm->data();
         p.k_norm = w.k_norm->data();
         p.qk_norm_eps = c.norm_eps;
+        p.qk_norm_whole = c.qk_norm_whole;
     }
     p.rotary = c.rotary;
     if (c.alibi) p.alibi = alibi_slopes(c.heads);

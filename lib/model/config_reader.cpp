@@ -75,6 +75,28 @@ bool ConfigReader::flag(const char* key, bool fallback) const {
     return typed(*this, key, fallback, [](const json& v) { return v.is_boolean(); }, "true or false");
 }
 
+namespace {
+
+// LongRoPE's short_factor and long_factor lists, attention_factor, and the original context
+// (original_max_position_embeddings, in the scaling or at the top level; modeling_rope_utils.py
+// _compute_longrope_parameters).
+void read_longrope(const ConfigReader& r, const nlohmann::json& scaling, RopeScaling& s) {
+    for (const auto& [key, out] : {std::pair{"short_factor", &s.short_factor}, {"long_factor", &s.long_factor}}) {
+        const auto it = scaling.find(key);
+        if (it == scaling.end() || !it->is_array())
+            config_error(r.source, std::string("rope type 'longrope' needs a '") + key + "' list");
+        for (const json& v : *it) {
+            if (!v.is_number() || !(v.get<double>() > 0))
+                config_error(r.source, std::string("longrope '") + key + "' holds " + v.dump() + ", not a positive number");
+            out->push_back(v.get<double>());
+        }
+    }
+    if (const auto it = scaling.find("attention_factor"); it != scaling.end() && it->is_number())
+        s.attention_factor = it->get<double>();
+}
+
+}  // namespace
+
 std::pair<double, RopeScaling> read_rope(const ConfigReader& r, double default_theta) {
     const json* params = r.find("rope_parameters");
     const json* scaling = params ? params : r.find("rope_scaling");
@@ -89,8 +111,10 @@ std::pair<double, RopeScaling> read_rope(const ConfigReader& r, double default_t
     };
     theta = num("rope_theta", theta);
     s.type = scaling->value("rope_type", scaling->value("type", std::string("default")));
-    if (s.type != "default" && s.type != "linear" && s.type != "llama3")
-        config_error(r.source, "rope type '" + s.type + "' is not supported (default, linear, llama3)");
+    if (s.type == "su") s.type = "longrope";  // Phi-3's early name (configuration_phi3.py)
+    if (s.type != "default" && s.type != "linear" && s.type != "llama3" && s.type != "longrope")
+        config_error(r.source, "rope type '" + s.type + "' is not supported (default, linear, llama3, longrope)");
+    if (s.type == "longrope") read_longrope(r, *scaling, s);
     s.factor = num("factor", 1.0);
     s.low_freq_factor = num("low_freq_factor", 1.0);
     s.high_freq_factor = num("high_freq_factor", 4.0);

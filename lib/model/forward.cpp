@@ -6,6 +6,8 @@
 #include "attntrace/model/forward.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <stdexcept>
 
 #include "attntrace/model/activations.hpp"
@@ -15,6 +17,7 @@
 #include "attntrace/tensor/threads.hpp"
 #include "head.hpp"
 #include "model_tensors.hpp"
+#include "moe.hpp"
 #include "products.hpp"
 
 namespace attntrace {
@@ -46,6 +49,11 @@ void ObserverList<T>::at_site(SiteValues<T>& values) {
         if (o->wants_site(values.site(), values.layer())) o->at_site(values);
 }
 
+template <class T>
+void ObserverList<T>::expert_routing(const LayerRouting& routing) {
+    for (ModelObserver<T>* o : list_) o->expert_routing(routing);
+}
+
 namespace {
 
 // The activations of one forward, reused from layer to layer: B sequences of L rows each.
@@ -57,12 +65,14 @@ struct Activations {
                         // post-layernorm blocks: the residual after the first norm)
     Array<T> hidden;    // (B*L, I) the MLP's middle
     Array<T> up;        // (B*L, I) the gated MLP's up projection (empty otherwise)
-    Array<T> sublayer;  // (B*L, E) the MLP's output kept apart for the mlp_out site (else empty)
+    Array<T> sublayer;  // (B*L, E) the MLP's output kept apart for the mlp_out site, or for the
+                        // sandwich block's norm after it (else empty)
     bool gated = false;
     std::size_t threads = 1;
+    const ModelTensors* tensors = nullptr;  // the experts a MoE layer reads as its rows choose them
 
-    Activations(const ModelConfig& m, std::size_t workers)
-        : e(m.hidden), i(m.intermediate), gated(m.mlp == Mlp::gated), threads(workers) {}
+    Activations(const ModelConfig& m, std::size_t workers, const ModelTensors* t)
+        : e(m.hidden), i(m.intermediate), gated(m.mlp == Mlp::gated), threads(workers), tensors(t) {}
 
     std::size_t rows() const { return b * l; }
     // B sequences of L: the scratch arrays sized for them (X and NORMED keep their rows).
@@ -116,15 +126,31 @@ NormWeights<T> norm_of(NormKind kind, double eps, const std::optional<Array<T>>&
 
 // ---- the stages -----------------------------------------------------------------------------
 
+// Gemma's embedding normalizer sqrt(E) as the model computes it: a float32 tensor
+// (GemmaTextScaledWordEmbedding's embed_scale buffer, torch.tensor(hidden_size**0.5)) cast to the
+// embeddings' dtype DTYPE ("BF16", "F16", "F32", ...): sqrt(3072) = 55.4256 is 55.5 in bf16.
+double embedding_normalizer(std::size_t e, const std::string& dtype) {
+    const float f = static_cast<float>(std::sqrt(static_cast<double>(e)));
+    if (dtype == "F16") return static_cast<double>(static_cast<_Float16>(f));
+    if (dtype != "BF16") return f;
+    std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
+    bits += 0x7FFFu + ((bits >> 16) & 1u);  // round to nearest even in the upper 16 bits
+    return std::bit_cast<float>(bits & 0xFFFF0000u);
+}
+
 // embed: hidden_states[0] of each sequence of IDS into A.x: the token rows, plus the family's
 // position and token type rows, through its embedding norm.
 template <class T>
 void embed(const Model& model, const std::vector<std::vector<std::uint32_t>>& ids, Activations<T>& a) {
     const ModelConfig& m = model.config;
     const ModelTensors& t = *model.tensors;
+    const ModelTensor& tokens = *ModelTensors::find(t.embeddings, Canonical::token_embedding);
     for (std::size_t s = 0; s < a.b; ++s)
-        gather_rows(t, *ModelTensors::find(t.embeddings, Canonical::token_embedding),
-                    std::vector<std::size_t>(ids[s].begin(), ids[s].end()), a.x.data() + s * a.l * a.e);
+        gather_rows(t, tokens, std::vector<std::size_t>(ids[s].begin(), ids[s].end()), a.x.data() + s * a.l * a.e);
+    if (m.scale_embeddings) {  // Gemma: x sqrt(E) as the embeddings' dtype holds it
+        const T normalizer = T(embedding_normalizer(m.hidden, tokens.stored.dtype));
+        for (T& v : a.x) v *= normalizer;
+    }
     if (m.embedding == Embedding::tokens) return;
     const T* positions = nullptr;
     if (m.embedding == Embedding::tokens_positions || m.embedding == Embedding::bert) {
@@ -162,11 +188,12 @@ Array<T> head_outputs(const Array<T>& z, const Array<T>& w_o, std::size_t heads,
 // Returns the attention's output (B*L, E) for the batch as it is after the z site.
 template <class T>
 Array<T> attention(Array<T>& in, const BlockWeights<T>& w, const LayerConfig& c, const ForwardOptions& o,
-                   ModelObserver<T>& observer, Activations<T>& a) {
+                   ModelObserver<T>& observer, Activations<T>& a, const NormWeights<T>* post_norm = nullptr) {
     const PositionStages<T> positions = positions_for_layer(c, w.attention, true);
     const bool summarized = o.attention_layers.empty() || o.attention_layers[c.layer];
     AttentionOptions ao;
     ao.scale = c.scale;
+    ao.softcap = c.softcap;
     ao.threads = o.threads;
     ao.row_stats = summarized && o.row_stats;
     ao.pooled_cells = summarized ? o.pooled_cells : 0;
@@ -193,6 +220,8 @@ Array<T> attention(Array<T>& in, const BlockWeights<T>& w, const LayerConfig& c,
     Array<T> out = Array<T>::from_shape({a.rows(), a.e});
     linear(z.data(), a.rows(), WeightView<T>{w_o.data(), w_o.shape()[0], w_o.shape()[1], false, b_o}, out.data(), a.e,
            T(0), a.threads);
+    if (post_norm)  // the sandwich block: attn_out is after post_attention_layernorm
+        add_and_norm(out.data(), nullptr, nullptr, out.data(), a.rows(), a.e, *post_norm, a.threads);
     report_site(observer, Site::attn_out, c.layer, out, a);
     return out;
 }
@@ -217,12 +246,22 @@ void mlp(const ModelConfig& m, const BlockWeights<T>& w, const T* in, T* out, T 
 // The MLP of layer N on IN, added to the residual RESIDUAL (both (B*L, E), in A's arrays): straight
 // into it, or, when the mlp_out site is asked for, computed apart, reported (and maybe forked),
 // then added. IN and RESIDUAL name arrays of A, so that a fork grows them.
+// layer_mlp: layer N's MLP, dense (mlp) or, where the config makes it sparse, the mixture of
+// experts (moe.hpp), OUT := MLP(IN) + BETA · OUT.
+template <class T>
+void layer_mlp(const ModelConfig& m, const BlockWeights<T>& w, std::size_t n, const T* in, T* out, T beta,
+               Activations<T>& a, ModelObserver<T>& observer) {
+    if (!m.moe || !m.moe->sparse[n]) return mlp(m, w, in, out, beta, a);
+    moe_mlp(m, w, *a.tensors, n, in, a.rows(), out, beta, a.threads, observer);
+}
+
 template <class T>
 void mlp_into(const ModelConfig& m, const BlockWeights<T>& w, std::size_t n, Array<T> Activations<T>::*in,
               Array<T> Activations<T>::*residual, Activations<T>& a, ModelObserver<T>& observer) {
-    if (!observer.wants_site(Site::mlp_out, n)) return mlp(m, w, (a.*in).data(), (a.*residual).data(), T(1), a);
+    if (!observer.wants_site(Site::mlp_out, n))
+        return layer_mlp(m, w, n, (a.*in).data(), (a.*residual).data(), T(1), a, observer);
     Activations<T>::fit(a.sublayer, {a.rows(), a.e});
-    mlp(m, w, (a.*in).data(), a.sublayer.data(), T(0), a);
+    layer_mlp(m, w, n, (a.*in).data(), a.sublayer.data(), T(0), a, observer);
     report_site(observer, Site::mlp_out, n, a.sublayer, a);
     add_and_norm((a.*residual).data(), a.sublayer.data(), nullptr, nullptr, a.rows(), a.e, NormWeights<T>{}, a.threads);
 }
@@ -275,6 +314,25 @@ void post_norm_block(const ModelConfig& m, const BlockWeights<T>& w, const Layer
                  norm_of(m.norm, m.norm_eps, w.out_norm_weight, w.out_norm_bias), a.threads);
 }
 
+// sandwich_block (Gemma 2 / 3, OLMo 2): h = x + post1(attn(norm1 x)); x = h + post2(mlp(norm2 h)),
+// norm1 / norm2 a copy where the layer has none (OLMo 2). attn_out and mlp_out are the sublayers'
+// outputs after their post norms, as they are added to the residual stream.
+template <class T>
+void sandwich_block(const ModelConfig& m, const BlockWeights<T>& w, const LayerConfig& c, Activations<T>& a,
+                    const ForwardOptions& o, ModelObserver<T>& observer) {
+    const NormWeights<T> post_attention = norm_of(m.norm, m.norm_eps, w.post_attention_norm, std::optional<Array<T>>{});
+    const NormWeights<T> post_mlp = norm_of(m.norm, m.norm_eps, w.post_mlp_norm, std::optional<Array<T>>{});
+    add_and_norm(a.x.data(), nullptr, nullptr, a.normed.data(), a.rows(), a.e, attention_norm(c, w), a.threads);
+    Array<T> attn = attention(a.normed, w, c, o, observer, a, &post_attention);
+    const NormWeights<T> pre_mlp = w.mlp_norm_weight ? mlp_norm(m, w) : NormWeights<T>{};  // OLMo 2: none
+    add_and_norm(a.x.data(), attn.data(), nullptr, a.normed.data(), a.rows(), a.e, pre_mlp, a.threads);
+    Activations<T>::fit(a.sublayer, {a.rows(), a.e});
+    layer_mlp(m, w, c.layer, a.normed.data(), a.sublayer.data(), T(0), a, observer);
+    add_and_norm(a.sublayer.data(), nullptr, nullptr, a.sublayer.data(), a.rows(), a.e, post_mlp, a.threads);
+    report_site(observer, Site::mlp_out, c.layer, a.sublayer, a);
+    add_and_norm(a.x.data(), a.sublayer.data(), nullptr, nullptr, a.rows(), a.e, NormWeights<T>{}, a.threads);
+}
+
 template <class T>
 void block(const ModelConfig& m, const BlockWeights<T>& w, std::size_t n, Activations<T>& a, const ForwardOptions& o,
            ModelObserver<T>& observer) {
@@ -285,6 +343,7 @@ void block(const ModelConfig& m, const BlockWeights<T>& w, std::size_t n, Activa
     case Residual::post_layernorm: return pre_norm_block(m, w, c, a, o, observer);
     case Residual::parallel: return parallel_block(m, w, c, a, o, observer);
     case Residual::post_norm: return post_norm_block(m, w, c, a, o, observer);
+    case Residual::sandwich: return sandwich_block(m, w, c, a, o, observer);
     }
 }
 
@@ -303,7 +362,7 @@ struct ForwardPass<T>::State {
     bool started = false;
 
     State(const Model& m, const ForwardOptions& o, ModelObserver<T>& obs)
-        : model(m), options(o), observer(obs), a(m.config, thread_count(o.threads)) {
+        : model(m), options(o), observer(obs), a(m.config, thread_count(o.threads), m.tensors.get()) {
         options.threads = a.threads;
     }
 };
@@ -430,7 +489,10 @@ std::uint64_t forward_memory_bytes(const ModelConfig& m, std::size_t length, con
     const std::uint64_t q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
     const std::uint64_t threads = thread_count(o.threads);
     // one block's weights: q/k/v/o, their stacked copy, the MLP
-    const std::uint64_t weights = 2 * e * (q + 2 * kv) + e * q + (m.mlp == Mlp::gated ? 3 : 2) * e * i;
+    std::uint64_t weights = 2 * e * (q + 2 * kv) + e * q + (m.mlp == Mlp::gated ? 3 : 2) * e * i;
+    if (m.moe)  // the router, one expert converted at a time, the shared expert; their rows' scratch
+        weights += e * m.moe->experts + 3 * e * (m.moe->intermediate + m.moe->shared_intermediate) +
+                   l * (m.moe->experts + 2 * e + 2 * std::max(m.moe->intermediate, m.moe->shared_intermediate));
     const std::uint64_t activations = 4 * l * e + (m.mlp == Mlp::gated ? 2 : 1) * l * i + 2 * l * (q + 2 * kv);
     const std::uint64_t attention = threads * 256 * length;  // each worker's block of weight rows
     const std::uint64_t p = (o.all_logits ? length : o.logit_positions.size()) * sequences;

@@ -1,6 +1,8 @@
 // The final norm and the head (head.hpp), and the unembedding the analyses read (forward.hpp).
 #include "head.hpp"
 
+#include <cmath>
+
 #include <algorithm>
 
 #include "attntrace/model/activations.hpp"
@@ -83,6 +85,10 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T*
         if (bias)
             for (std::size_t r = 0; r < p; ++r)
                 for (std::size_t c = v0; c < v1; ++c) logits[r * v + c] += bias->data()[c];
+        if (m.final_softcap)  // Gemma 2/3 *ForCausalLM.forward: logits / c, tanh, * c
+            for (std::size_t r = 0; r < p; ++r)
+                for (std::size_t c = v0; c < v1; ++c)
+                    logits[r * v + c] = std::tanh(logits[r * v + c] / T(*m.final_softcap)) * T(*m.final_softcap);
         if (in_file) t.files->release(w->stored.name, v0, v1);
     });
     return held;

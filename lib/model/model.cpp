@@ -78,10 +78,13 @@ Model open_model(const std::string& dir) {
                          m.model_type + " checkpoint");
     tensors->prefix = *prefix;
     tensors->embeddings = resolve_all(files, dir, *prefix, embeddings);
-    const std::vector<TensorSpec> block = m.family->block_tensors(m);
     for (std::size_t n = 0; n < m.layers.size(); ++n) {
+        const std::string stem = *prefix + m.family->layer_stem(n);
         tensors->attention.push_back(resolve_layer(dir, config, tensors->files, n));
-        tensors->blocks.push_back(resolve_all(files, dir, *prefix + m.family->layer_stem(n), block));
+        tensors->blocks.push_back(resolve_all(files, dir, stem, m.family->block_tensors_of(m, n)));
+        tensors->experts.emplace_back();
+        for (std::size_t x = 0; m.moe && m.moe->sparse[n] && x < m.moe->experts; ++x)
+            tensors->experts.back().push_back(resolve_all(files, dir, stem, m.family->expert_tensors(m, n, x)));
     }
     tensors->final_norm = resolve_all(files, dir, *prefix, m.family->final_tensors(m));
     model.head_missing = resolve_head(*tensors, m, dir);
@@ -95,6 +98,15 @@ std::string describe_model(const ModelConfig& m) {
     if (m.kv_heads != m.heads) o << " (" << m.kv_heads << " kv heads)";
     o << " of " << m.head_dim << ", hidden " << m.hidden << ", MLP " << m.intermediate << " "
       << activation_name(m.activation) << (m.mlp == Mlp::gated ? " gated" : "") << ", vocabulary " << m.vocab;
+    if (m.residual == Residual::sandwich) o << ", norms before and after attention and MLP";
+    if (m.scale_embeddings) o << ", embeddings x sqrt(" << m.hidden << ")";
+    if (m.final_softcap) o << ", logits soft-capped at " << format_number(*m.final_softcap);
+    if (m.moe) {
+        const auto sparse = std::count(m.moe->sparse.begin(), m.moe->sparse.end(), true);
+        o << "; " << sparse << " MoE layers: top " << m.moe->top_k << " of " << m.moe->experts << " experts of "
+          << m.moe->intermediate << (m.moe->normalize ? " (weights renormalised)" : "");
+        if (m.moe->shared_intermediate) o << " + a shared expert of " << m.moe->shared_intermediate;
+    }
     return o.str();
 }
 

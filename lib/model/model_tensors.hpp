@@ -34,6 +34,9 @@ struct ModelTensors {
     std::vector<ModelTensor> embeddings;
     std::vector<CheckpointLayer> attention;        // (N) each layer's attention, as mha --model reads it
     std::vector<std::vector<ModelTensor>> blocks;  // (N) the rest of each block
+    // (N, X) a MoE layer's experts, each its gate, up and down (empty lists for a dense layer):
+    // read only when a token chose the expert (moe.hpp), not by load_block
+    std::vector<std::vector<std::vector<ModelTensor>>> experts;
     std::vector<ModelTensor> final_norm;
     std::vector<ModelTensor> head;                 // empty without a head
 
@@ -79,10 +82,23 @@ struct BlockWeights {
     LayerWeights<T> attention;
     std::optional<Array<T>> mlp_norm_weight, mlp_norm_bias;  // (E)
     std::optional<Array<T>> out_norm_weight, out_norm_bias;  // (E), BERT
+    std::optional<Array<T>> post_attention_norm, post_mlp_norm;  // (E), the sandwich block's
     Linear<T> fc_in;                                         // (I, E)
     std::optional<Linear<T>> gate;                           // (I, E), gated MLPs
     Linear<T> fc_out;                                        // (E, I)
+    std::optional<Linear<T>> router;                         // (X, E), a MoE layer
+    std::optional<Linear<T>> shared_gate, shared_up, shared_down;  // (I_s, E), (I_s, E), (E, I_s)
+    std::optional<Linear<T>> shared_expert_gate;             // (1, E)
 };
+
+// SPEC's offset added to each of the values of SHAPE at DATA (Gemma's norms: 1 + w).
+template <class T>
+void add_offset(const TensorSpec& spec, T* data, const Shape& shape) {
+    if (spec.offset == 0) return;
+    std::size_t n = 1;
+    for (std::size_t d : shape) n *= d;
+    for (std::size_t i = 0; i < n; ++i) data[i] = static_cast<T>(double(data[i]) + spec.offset);
+}
 
 // Layer N's block into W, each array of W reused when it has the shape needed (the previous
 // layer's: its pages are present, so nothing is faulted in and zeroed again).

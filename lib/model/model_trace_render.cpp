@@ -4,6 +4,8 @@
 
 #include "attntrace/model/model_trace.hpp"
 
+#include <sstream>
+
 namespace attntrace {
 
 namespace {
@@ -41,6 +43,27 @@ std::string tokens_text(const ModelTrace& t) {
     return out + "\n";
 }
 
+// "  experts: top 2 of 4, tokens per expert 0:5 1:7 2:6 3:6"
+std::string experts_text(const LayerRouting& r) {
+    std::ostringstream out;
+    out << "  experts: top " << r.k << " of " << r.experts << ", tokens per expert";
+    for (std::size_t x = 0; x < r.tokens.size(); ++x) out << ' ' << x << ':' << r.tokens[x];
+    out << '\n';
+    return out.str();
+}
+
+// A MoE layer's routing per position: [{"ids": [K], "weights": [K]}] (null: a dense layer).
+json experts_json(const ModelTrace& t, std::size_t layer) {
+    const auto it = t.routing.find(layer);
+    if (it == t.routing.end()) return json();
+    const LayerRouting& r = it->second;
+    json positions = json::array();
+    for (std::size_t i = 0; i < r.rows; ++i)
+        positions.push_back({{"ids", std::vector<std::uint32_t>(r.chosen.begin() + i * r.k, r.chosen.begin() + (i + 1) * r.k)},
+                             {"weights", std::vector<double>(r.weights.begin() + i * r.k, r.weights.begin() + (i + 1) * r.k)}});
+    return positions;
+}
+
 std::string layers_text(const ModelTrace& t) {
     std::string out;
     if (!t.heads.empty())
@@ -58,6 +81,7 @@ std::string layers_text(const ModelTrace& t) {
             if (!role.empty()) out += "  " + role;
             out += "\n";
         }
+        if (const auto r = t.routing.find(layer); r != t.routing.end()) out += experts_text(r->second);
     }
     return out;
 }
@@ -77,7 +101,7 @@ std::string predictions_text(const ModelTrace& t) {
 
 std::string outputs_text(const ModelTrace& t) {
     std::string written;
-    for (const char* what : {"hidden_states", "attentions", "logits"}) {
+    for (const char* what : {"hidden_states", "attentions", "logits", "experts", "expert_weights"}) {
         const json& file = t.outputs.value(what, json());
         if (file.is_string()) written += (written.empty() ? "" : ", ") + std::string(what) + " " + file.get<std::string>();
     }
@@ -110,7 +134,9 @@ json layers_json(const ModelTrace& t) {
             one["role"] = role.empty() ? json() : json(role);
             list.push_back(std::move(one));
         }
-        layers.push_back({{"layer", layer}, {"heads", std::move(list)}});
+        json entry{{"layer", layer}, {"heads", std::move(list)}};
+        if (t.config && t.config->moe) entry["experts"] = experts_json(t, layer);
+        layers.push_back(std::move(entry));
     }
     return layers;
 }

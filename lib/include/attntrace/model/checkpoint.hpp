@@ -59,6 +59,9 @@ struct LayerConfig {
     bool qkv_bias = true;                 // the q/k/v projections have biases
     bool o_bias = true;                   // the output projection has one
     bool qk_norm = false;                 // Qwen3: RMSNorm over P of each q and k head
+    bool qk_norm_whole = false;           // with qk_norm, OLMo 2 / OLMoE: over the whole projection (H*P, G*P)
+    double norm_offset = 0;               // Gemma's RMSNorm: x * (1 + w), the weights read plus 1
+    std::optional<double> softcap;        // Gemma 2: the scores soft-capped, tanh(s / c) * c, before the mask
     nlohmann::json values;                // the config values used, by config.json's key
 };
 
@@ -96,7 +99,7 @@ struct LayerWeights {
     MhaParams<T> attn;                         // w_q (H*P, E), w_k/w_v (G*P, E), w_o (E, H*P)
     std::optional<Array<T>> norm_weight;       // (E)
     std::optional<Array<T>> norm_bias;         // (E), LayerNorm only
-    std::optional<Array<T>> q_norm, k_norm;    // (P), Qwen3
+    std::optional<Array<T>> q_norm, k_norm;    // (P), Qwen3; (H*P), (G*P) over the whole projection
 };
 
 template <class T>

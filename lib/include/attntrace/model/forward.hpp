@@ -43,6 +43,16 @@ struct LayerAttention {
     double scale = 0;
 };
 
+// A mixture-of-experts layer's routing (model.hpp MoeConfig): for each of its B*L rows, the K
+// experts chosen, most weight first, and their weights as the MLP applies them (after the
+// renormalisation where the config asks for it).
+struct LayerRouting {
+    std::size_t layer = 0, rows = 0, k = 0, experts = 0;  // N, B*L, K, X
+    std::vector<std::uint32_t> chosen;                    // (rows, K) expert ids
+    std::vector<double> weights;                          // (rows, K)
+    std::vector<std::size_t> tokens;                      // (X) the rows routed to each expert
+};
+
 // Receives what the forward computes, as it computes it. Every method has a default that
 // ignores it; the calls are per block of values, never per value.
 template <class T>
@@ -73,6 +83,8 @@ public:
     }
     // A site's values as the forward reaches it: read, replaced in place, or forked.
     virtual void at_site(SiteValues<T>& values) { (void)values; }
+    // A MoE layer's routing, once its router has run (before the experts).
+    virtual void expert_routing(const LayerRouting& routing) { (void)routing; }
 };
 
 // Several observers as one, called in the order added.
@@ -86,6 +98,7 @@ public:
     void hidden_state(std::size_t index, const T* x, std::size_t rows, std::size_t e) override;
     bool wants_site(Site site, std::size_t layer) const override;
     void at_site(SiteValues<T>& values) override;
+    void expert_routing(const LayerRouting& routing) override;
 
 private:
     std::vector<ModelObserver<T>*> list_;
