@@ -18,6 +18,7 @@
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/tensor/threads.hpp"
 #include "ggml_matmul_kernels.hpp"
+#include "half.hpp"
 
 namespace attntrace {
 namespace ggml {
@@ -177,8 +178,6 @@ void tile_scalar(std::uint32_t type, const std::uint8_t* w, std::size_t row_byte
 namespace {
 
 using ggml::QuantizedActs;
-
-std::uint16_t float_to_half(float f) { return std::bit_cast<std::uint16_t>(static_cast<_Float16>(f)); }
 
 // Whether X[0, N) holds no NaN or infinity. A block that does gets a NaN scale, so every product
 // it enters is NaN (ggml's quantizers make finite bytes of it, whatever they happen to be).

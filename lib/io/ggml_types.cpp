@@ -3,6 +3,10 @@
 // to the kernel chosen for this CPU (ggml_blocks.hpp's RowFn of ggml_dequant_*.cpp).
 #include "attntrace/io/ggml_types.hpp"
 
+#if ATTNTRACE_GGML_X86
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <limits>
@@ -136,7 +140,10 @@ template void dequantize_row<double>(std::uint32_t, std::string_view, double*, s
 bool ggml_kernel_runs(GgmlKernel kernel) {
 #if ATTNTRACE_GGML_X86
     __builtin_cpu_init();
-    if (kernel == GgmlKernel::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    if (kernel == GgmlKernel::avx2) {
+        unsigned a = 0, b = 0, c = 0, d = 0;  // CPUID 1: ECX bit 29 is F16C (clang 14 has no "f16c" feature name)
+        return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+    }
 #endif
     return kernel == GgmlKernel::scalar || kernel == GgmlKernel::best;
 }

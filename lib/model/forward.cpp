@@ -131,11 +131,14 @@ NormWeights<T> norm_of(NormKind kind, double eps, const std::optional<Array<T>>&
 // embeddings' dtype DTYPE ("BF16", "F16", "F32", ...): sqrt(3072) = 55.4256 is 55.5 in bf16.
 double embedding_normalizer(std::size_t e, const std::string& dtype) {
     const float f = static_cast<float>(std::sqrt(static_cast<double>(e)));
-    if (dtype == "F16") return static_cast<double>(static_cast<_Float16>(f));
-    if (dtype != "BF16") return f;
+    // round to nearest even, keeping F16's 10 or BF16's 7 mantissa bits (sqrt(E) is a normal
+    // number of both, far from their largest)
+    const int dropped = dtype == "F16" ? 13 : dtype == "BF16" ? 16 : 0;
+    if (dropped == 0) return f;
     std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
-    bits += 0x7FFFu + ((bits >> 16) & 1u);  // round to nearest even in the upper 16 bits
-    return std::bit_cast<float>(bits & 0xFFFF0000u);
+    const std::uint32_t half = (1u << (dropped - 1)) - 1u;
+    bits += half + ((bits >> dropped) & 1u);
+    return std::bit_cast<float>(bits & ~((1u << dropped) - 1u));
 }
 
 // embed: hidden_states[0] of each sequence of IDS into A.x: the token rows, plus the family's
