@@ -25,6 +25,8 @@ void add_attention_input_flags(CLI::App& cmd, AttentionFlags& f) {
 
 void add_attention_flags(CLI::App& cmd, AttentionFlags& f) {
     add_attention_input_flags(cmd, f);
+    cmd.add_option("--softcap", f.softcap,
+                   "soft-cap the scores before the masks: tanh(s / C) * C (Gemma 2's attn_logit_softcapping)");
     cmd.add_option("-o,--output", f.output, "write the output tensor: .npy, .json, or - (stdout, npy)")
         ->check(file_name());
     cmd.add_option("--attn-weights", f.attn_weights, "write the softmax weights: .npy, .json or - (stdout, npy)")

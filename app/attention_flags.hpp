@@ -60,6 +60,7 @@ void add_format_flag(CLI::App& cmd, TraceFormat& format);
 struct AttentionFlags {
     std::string query, key, value;
     std::optional<double> scale;
+    std::optional<double> softcap;  // --softcap C: scores := tanh(s / C) * C before the masks
     bool causal = false;
     std::string attn_mask;
     std::string output;

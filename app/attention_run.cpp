@@ -98,6 +98,7 @@ AttentionRun<T>::AttentionRun(const AttentionFlags& flags, const std::vector<std
     if (!flags.max_memory.empty() && !parse_byte_size(flags.max_memory))
         throw UsageError("--max-memory: '" + flags.max_memory + "' is not a size like 600M or 4G");
     options.scale = flags.scale;
+    options.softcap = flags.softcap;
     options.need_weights = !flags.attn_weights.empty();
     options.threads = flags.threads;
     attntrace::set_read_threads(flags.threads);  // the inputs are read with the same workers

@@ -4,6 +4,7 @@
 
 #include "mha_inputs.hpp"
 #include "attntrace/io/atomic_write.hpp"
+#include "attntrace/io/gguf.hpp"
 #include "attntrace/model/checkpoint.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/tensor/gemm.hpp"
@@ -26,7 +27,7 @@ struct ModelLayer {
 };
 
 void check_model_flags(const MhaFlags& f, const attntrace::LayerConfig& c) {
-    const std::string config = f.model_dir + "/config.json";
+    const std::string config = attntrace::is_gguf_path(f.model_dir) ? f.model_dir : f.model_dir + "/config.json";
     auto refuse = [&](const std::string& flag, const std::string& why) { throw attntrace::UsageError(flag + ": " + why); };
     if (!f.params.empty()) refuse("--params", "the weights come from --model");
     if (f.add_bias_kv || f.add_zero_attn) refuse("--add-bias-kv/--add-zero-attn", "the layer comes from --model");
@@ -38,6 +39,9 @@ void check_model_flags(const MhaFlags& f, const attntrace::LayerConfig& c) {
     if (f.common.scale && std::abs(*f.common.scale - c.scale) > 1e-12 * c.scale)
         refuse("--scale", attntrace::format_number(*f.common.scale) + " but " + config + " gives " +
                               attntrace::format_number(c.scale));
+    if (f.common.softcap && (!c.softcap || std::abs(*f.common.softcap - *c.softcap) > 1e-12 * *c.softcap))
+        refuse("--softcap", attntrace::format_number(*f.common.softcap) + " but " + config +
+                                (c.softcap ? " gives " + attntrace::format_number(*c.softcap) : " has no soft-capping"));
     if (f.common.causal && !c.causal) refuse("--causal", "but the " + c.model_type + " layer in " + config + " is not causal");
     if (!f.common.rotary.empty() || f.common.alibi || f.common.window || f.common.causal_align != "upper-left")
         refuse("--rotary/--alibi/--window/--causal-align", "positions come from " + config + " with --model");
@@ -127,7 +131,10 @@ void run_mha(const MhaFlags& f) {
     const attntrace::MhaParams<T>& params = model ? model->weights.attn : in.params;  // a checkpoint's in place
     const auto positions = model ? attntrace::positions_for_layer(model->layer.config, model->weights, f.normed)
                                  : positions_from_flags<T>(c, heads, params.w_q.shape()[0] / heads);
-    if (model) run.options.scale = model->layer.config.scale, masks.causal = model->layer.config.causal;
+    if (model) {
+        run.options.scale = model->layer.config.scale, masks.causal = model->layer.config.causal;
+        run.options.softcap = model->layer.config.softcap;
+    }
     run.options.average_heads = f.average_heads;
     if (query.array.dimension() >= 2 && key.array.dimension() >= 2) {
         const std::size_t batch = query.array.dimension() == 3 ? query.array.shape()[0] : 1;
@@ -165,7 +172,7 @@ void setup_mha(CLI::App& app) {
     auto [f, cmd] = add_command<MhaFlags>(app, "mha", "Multi-head attention with projections (torch.nn.MultiheadAttention)", run,
                                           kParamFlagPhrases);
     add_mha_model_flags(*cmd, *f);
-    cmd->add_option("--model", f->model_dir, "a Hugging Face checkpoint folder: config.json + model.safetensors (or shards)")
+    cmd->add_option("--model", f->model_dir, "a Hugging Face checkpoint folder (config.json + model.safetensors or shards) or a GGUF file")
         ->check(file_name());
     cmd->add_option("--layer", f->layer, "with --model: the layer N to run (0-based); -q is hidden_states[N]");
     cmd->add_flag("--normed", f->normed, "with --model: -q is already through the layer's pre-attention norm");

@@ -19,14 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The bytes of FILE ("-": stdin).
-std::string read_all(const std::string& file) {
-    if (file != "-") return std::string(FileBytes::open(file).bytes());
-    std::string all{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
-    if (std::cin.bad()) throw InputError("stdin: read failed");
-    return all;
-}
-
 // Exactly one input; the flags that cannot go together; the pictures' flags (model_pictures.hpp).
 void check_flags(const ModelFlags& f) {
     check_model_picture_flags(f);
@@ -34,7 +26,8 @@ void check_flags(const ModelFlags& f) {
     if (inputs != 1) throw UsageError("model: give exactly one of --text, --text-file, --ids and --each-line");
     if (!f.each_line.empty())
         for (const auto& [flag, path] : {std::pair{"--hidden-states", f.hidden_states}, {"--attentions", f.attentions},
-                                         {"--logits", f.logits}})
+                                         {"--logits", f.logits}, {"--experts", f.experts},
+                                         {"--expert-weights", f.expert_weights}})
             if (!path.empty()) throw UsageError(std::string(flag) + ": not with --each-line (one document per line, no tensors)");
     if (!f.max_memory.empty() && !parse_byte_size(f.max_memory))
         throw UsageError("--max-memory: '" + f.max_memory + "' is not a size like 600M or 4G");
@@ -44,11 +37,12 @@ void check_flags(const ModelFlags& f) {
 // No output replaces an input (the checkpoint's files, the text or ids file), no two outputs are
 // one file, at most one goes to stdout, and not with the JSON trace.
 void check_outputs(const ModelFlags& f) {
-    std::vector<std::string> inputs{f.text_file, f.each_line, f.ids};
+    std::vector<std::string> inputs{f.text_file, f.each_line, f.ids, f.model};
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(f.model, ec)) inputs.push_back(entry.path().string());
     const std::vector<std::pair<std::string, std::string>> outputs{
         {"--hidden-states", f.hidden_states}, {"--attentions", f.attentions}, {"--logits", f.logits},
+        {"--experts", f.experts}, {"--expert-weights", f.expert_weights},
         {"--plot", f.plot}, {"--report", f.report}, {"--rollout", f.rollout}};
     std::size_t to_stdout = 0;
     for (std::size_t i = 0; i < outputs.size(); ++i) {
@@ -60,7 +54,8 @@ void check_outputs(const ModelFlags& f) {
             if (!outputs[j].second.empty() && same_output_file(path, outputs[j].second))
                 throw UsageError(flag + ": " + path + " is the file of " + outputs[j].first);
     }
-    if (to_stdout > 1) throw UsageError("--hidden-states/--attentions/--logits: only one can go to stdout (-)");
+    if (to_stdout > 1)
+        throw UsageError("--hidden-states/--attentions/--logits/--experts/--expert-weights: only one can go to stdout (-)");
     if (to_stdout == 1 && f.format == TraceFormat::json)
         throw UsageError("--format: the JSON trace takes stdout; write the tensors to files");
 }
@@ -131,7 +126,8 @@ void run_model(const ModelFlags& f) {
 void setup_model(CLI::App& app) {
     auto run = [](const ModelFlags& f) { with_precision(f.dtype, [&]<class T>() { run_model<T>(f); }); };
     auto [f, cmd] = add_command<ModelFlags>(app, "model", "A Hugging Face checkpoint's whole forward pass, every head traced", run);
-    required_file(*cmd, "MODEL", f->model, "the checkpoint folder: config.json, model.safetensors (or shards), tokenizer.json");
+    required_file(*cmd, "MODEL", f->model,
+                  "the checkpoint folder (config.json, model.safetensors or shards, tokenizer.json) or a GGUF file");
     cmd->add_option("--text", f->text, "the text to run (tokenized with the folder's tokenizer.json)");
     cmd->add_option("--text-file", f->text_file, "the text to run, from a file (- for stdin)")->check(file_name());
     cmd->add_option("--ids", f->ids, "token ids to run: a comma list 15496,995 or a 1-D integer .npy (no tokenizer needed)");
@@ -144,6 +140,10 @@ void setup_model(CLI::App& app) {
     cmd->add_option("--attentions", f->attentions, "write (kept layers, H, L, L) as output_attentions (.npy)")
         ->check(file_name());
     cmd->add_option("--logits", f->logits, "write the (L, vocab) logits (.npy)")->check(file_name());
+    cmd->add_option("--experts", f->experts, "a mixture of experts: write the experts each position chose, "
+                                             "(kept MoE layers, L, K) int64 (.npy)")->check(file_name());
+    cmd->add_option("--expert-weights", f->expert_weights, "a mixture of experts: write their weights, "
+                                                           "(kept MoE layers, L, K) (.npy)")->check(file_name());
     cmd->add_option("--top", f->top, "the K most likely next tokens (default 5), or tokens at each mask for BERT/RoBERTa");
     cmd->add_option("--induction", f->induction, "also score each head on BOS + R + R, R being N random tokens")
         ->check(positive_integer());
@@ -160,6 +160,7 @@ void setup_model(CLI::App& app) {
     cmd->footer(R"(Examples:
   attntrace model tests/fixtures/models/full_gpt2 --text "the cat sat on the mat"
   attntrace model gpt2/ --ids 464,3797,3332 --attentions a.npy --logits l.npy --format json
+  attntrace model qwen3-q4_k_m.gguf --ids 9707,1879 --top 3
   attntrace model bert/ --text "the cat [MASK] on the mat" --top 5
   attntrace model gpt2/ --text "x" --induction 50 --seed 1 --layers 4-7
   attntrace model gpt2/ --text "the cat sat on the mat" --plot heads.png --report heads.html)");

@@ -41,3 +41,7 @@ void setup_rollout(CLI::App& app);
 void setup_check(CLI::App& app);
 void setup_tokenize(CLI::App& app);
 void setup_model(CLI::App& app);
+void setup_lens(CLI::App& app);
+void setup_ablate(CLI::App& app);
+void setup_attribute(CLI::App& app);
+void setup_patch(CLI::App& app);

@@ -136,7 +136,8 @@ the output, 70 internal error. `attntrace COMMAND --help` describes each command
     constexpr std::pair<std::string_view, Setup> commands[] = {
         {"info", setup_info}, {"convert", setup_convert}, {"compare", setup_compare}, {"random", setup_random},
         {"sdpa", setup_sdpa}, {"mha", setup_mha},         {"rollout", setup_rollout}, {"check", setup_check},
-        {"tokenize", setup_tokenize}, {"model", setup_model}};
+        {"tokenize", setup_tokenize}, {"model", setup_model}, {"lens", setup_lens}, {"ablate", setup_ablate},
+        {"attribute", setup_attribute}, {"patch", setup_patch}};
     const std::string_view first = argc > 1 ? argv[1] : "";
     const auto chosen = std::find_if(std::begin(commands), std::end(commands), [&](const auto& c) { return c.first == first; });
     for (const auto& [name, setup] : commands)

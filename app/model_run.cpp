@@ -2,12 +2,15 @@
 #include "model_run.hpp"
 
 #include <algorithm>
+#include <iostream>
+#include <iterator>
 #include <filesystem>
 #include <mutex>
 #include <span>
 
 #include "attntrace/io/atomic_write.hpp"
 #include "attntrace/io/file_bytes.hpp"
+#include "attntrace/io/gguf.hpp"
 #include "attntrace/io/tensor_io.hpp"
 #include "attntrace/model/forward.hpp"
 #include "attntrace/model/layer_spec.hpp"
@@ -18,6 +21,13 @@
 
 using namespace attntrace;
 namespace fs = std::filesystem;
+
+std::string read_all(const std::string& file) {
+    if (file != "-") return std::string(FileBytes::open(file).bytes());
+    std::string all{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+    if (std::cin.bad()) throw InputError("stdin: read failed");
+    return all;
+}
 
 // ---- the sequence ---------------------------------------------------------------------------
 
@@ -66,18 +76,39 @@ Sequence sequence_from_text(const Tokenizer& tokenizer, std::string_view text, b
     return s;
 }
 
+std::optional<std::uint32_t> mask_token_id(const Model& model, const Tokenizer* tokenizer) {
+    if (model.config.mask_token_id) return model.config.mask_token_id;
+    if (!tokenizer) return std::nullopt;
+    for (const char* name : {"[MASK]", "<mask>"})
+        if (const auto id = tokenizer->token_to_id(name)) return id;
+    return std::nullopt;
+}
+
 // ---- the session ----------------------------------------------------------------------------
+
+std::optional<Tokenizer> model_tokenizer(const std::string& model, const std::string& needed_by) {
+    std::error_code ec;
+    if (is_gguf_path(model)) {
+        if (!needed_by.empty())
+            throw UsageError(needed_by + ": " + model + " is a GGUF file, whose tokenizer attntrace does not read yet: give --ids");
+        return std::nullopt;
+    }
+    if (!needed_by.empty() || fs::exists(fs::path(model) / "tokenizer.json", ec)) return Tokenizer::load(model);
+    return std::nullopt;
+}
 
 ModelSession open_session(const ModelFlags& f, bool text_needed) {
     ModelSession s{f, open_model(f.model), std::nullopt, {}, 0};
     const ModelConfig& m = s.model.config;
-    std::error_code ec;
-    if (text_needed || fs::exists(fs::path(f.model) / "tokenizer.json", ec)) s.tokenizer = Tokenizer::load(f.model);
+    s.tokenizer = model_tokenizer(f.model, text_needed ? (f.each_line.empty() ? "--text" : "--each-line") : "");
     s.kept = naming_flags({{"layers", "--layers"}}, [&] { return parse_layer_spec(f.layers, m.layers.size()); });
     s.top = f.top.value_or(m.causal() ? 5 : 0);
     if (!s.model.has_head() && (s.top > 0 || !f.logits.empty()))
         throw UsageError(std::string(f.logits.empty() ? "--top" : "--logits") + ": " + s.model.head_missing);
     if (f.induction && f.induction == 0) throw UsageError("--induction: the random sequence needs at least 1 token");
+    for (const auto& [flag, path] : {std::pair{"--experts", f.experts}, {"--expert-weights", f.expert_weights}})
+        if (!path.empty() && !m.moe)
+            throw UsageError(std::string(flag) + ": " + f.model + " is not a mixture of experts (" + m.model_type + ")");
     return s;
 }
 
@@ -161,16 +192,23 @@ private:
     std::optional<NpyOutput<T>> attentions_, hidden_;
 };
 
+// --experts (kept MoE layers, L, K) int64 and --expert-weights the same in T, from ROUTING.
+template <class T>
+void write_routing(const ModelFlags& f, const std::map<std::size_t, LayerRouting>& routing, std::size_t length,
+                   std::size_t k) {
+    const Shape shape{routing.size(), length, k};
+    Array<std::int64_t> ids = Array<std::int64_t>::from_shape(shape);
+    Array<T> weights = Array<T>::from_shape(shape);
+    std::size_t at = 0;
+    for (const auto& [layer, r] : routing)
+        for (std::size_t i = 0; i < r.rows * r.k; ++i, ++at) ids.data()[at] = r.chosen[i], weights.data()[at] = T(r.weights[i]);
+    if (!f.experts.empty()) write_file_atomically(f.experts, npy_bytes(ids));
+    if (!f.expert_weights.empty()) write_file_atomically(f.expert_weights, npy_bytes(weights));
+}
+
 // ---- predictions and induction --------------------------------------------------------------
 
-// The mask token's id: config.json's mask_token_id, else the tokenizer's [MASK] / <mask>.
-std::optional<std::uint32_t> mask_id(const ModelSession& s) {
-    if (s.model.config.mask_token_id) return s.model.config.mask_token_id;
-    if (!s.tokenizer) return std::nullopt;
-    for (const char* name : {"[MASK]", "<mask>"})
-        if (const auto id = s.tokenizer->token_to_id(name)) return id;
-    return std::nullopt;
-}
+std::optional<std::uint32_t> mask_id(const ModelSession& s) { return mask_token_id(s.model, s.tokenizer ? &*s.tokenizer : nullptr); }
 
 // The positions whose top tokens the trace shows: the last (a decoder's next token) or each mask.
 std::vector<std::size_t> prediction_positions(const ModelSession& s, const Sequence& seq) {
@@ -276,9 +314,11 @@ ModelTrace run_sequence(const ModelSession& s, const Sequence& seq, bool write_o
     o.pooled_cells = extra.pooled_cells;
     check_budget(s, seq.ids.size(), o, sizeof(T), extra.bytes);
     HeadStatsCollector<T> stats;
+    RoutingCollector<T> routing(s.kept);
     std::optional<OutputFiles<T>> files;
     ObserverList<T> observers;
     observers.add(&stats);
+    observers.add(&routing);
     if (write_outputs) observers.add(&files.emplace(s, seq.ids.size()));
     if (extra.observer) observers.add(extra.observer);
     std::optional<NpyOutput<T>> logits_file;  // the head computes into the file's pages
@@ -296,6 +336,12 @@ ModelTrace run_sequence(const ModelSession& s, const Sequence& seq, bool write_o
     trace.outputs = {{"hidden_states", path_or_null(f.hidden_states)},
                      {"attentions", path_or_null(f.attentions)},
                      {"logits", path_or_null(f.logits)}};
+    trace.routing = std::move(routing.layers);
+    if (s.model.config.moe) {
+        trace.outputs["experts"] = path_or_null(f.experts);
+        trace.outputs["expert_weights"] = path_or_null(f.expert_weights);
+        if (write_outputs) write_routing<T>(f, trace.routing, seq.ids.size(), s.model.config.moe->top_k);
+    }
     if (logits_file) logits_file->commit();
     if (files) files->commit();
     return trace;

@@ -22,6 +22,7 @@ struct ModelFlags {
     bool no_special = false;           // --no-special-tokens
     std::string layers;                // --layers SPEC
     std::string hidden_states, attentions, logits;
+    std::string experts, expert_weights;  // a MoE model's routing: (kept MoE layers, L, K) ids / weights
     std::optional<std::size_t> top;    // --top K (default 5 for a decoder, 0 for a masked LM)
     std::optional<std::size_t> induction;
     std::string seed = "0";
@@ -42,6 +43,9 @@ struct Sequence {
     std::string text;    // the text tokenized ("" for ids)
 };
 
+// The bytes of FILE ("-": stdin); InputError naming it.
+std::string read_all(const std::string& file);
+
 // --ids VALUE: a comma list "15496,995" (UsageError when malformed) or a 1-D integer .npy
 // (InputError when it is not one).
 std::vector<std::uint32_t> read_ids(const std::string& value);
@@ -52,6 +56,15 @@ Sequence sequence_from_ids(std::vector<std::uint32_t> ids, const attntrace::Toke
 // TEXT tokenized (InputError "SOURCE: empty text", or invalid UTF-8).
 Sequence sequence_from_text(const attntrace::Tokenizer& tokenizer, std::string_view text, bool special_tokens,
                             std::string source);
+
+// The mask token's id: config.json's mask_token_id, else TOKENIZER's [MASK] / <mask>; nullopt when
+// neither names one.
+std::optional<std::uint32_t> mask_token_id(const attntrace::Model& model, const attntrace::Tokenizer* tokenizer);
+
+// The tokenizer of MODEL: a checkpoint folder's tokenizer.json, read when there is one, and
+// required when NEEDED_BY names the flag that needs it ("" when none does). A GGUF file's
+// tokenizer is in its metadata, not read yet: UsageError naming NEEDED_BY (give --ids).
+std::optional<attntrace::Tokenizer> model_tokenizer(const std::string& model, const std::string& needed_by);
 
 // Everything a run needs besides its sequence: the model, the tokenizer (when the folder has
 // one), the layers kept, and what the flags ask for.

@@ -43,11 +43,15 @@ struct Block {
     std::size_t n = 0, i0 = 0, rows = 0;
 };
 
-// scores: S (rows, cols) := Q_n[i0 : i0+rows] · K_n[j0 : j0+cols]ᵀ · scale, S with leading dim cols.
+// scores: S (rows, cols) := Q_n[i0 : i0+rows] · K_n[j0 : j0+cols]ᵀ · scale, S with leading dim cols;
+// with a soft cap C > 0, then S := tanh(S / C) · C (Gemma 2's attn_logit_softcapping, before the
+// masks: transformers models/gemma2/modeling_gemma2.py eager_attention_forward).
 template <class T>
-void scores(const HeadBatch<T>& hb, const Block& blk, std::size_t j0, std::size_t cols, T scale, T* s) {
+void scores(const HeadBatch<T>& hb, const Block& blk, std::size_t j0, std::size_t cols, T scale, T softcap, T* s) {
     gemm<T>(false, true, blk.rows, cols, hb.p, scale, hb.q + hb.q_off[blk.n] + blk.i0 * hb.ldq, hb.ldq,
             hb.k + hb.k_off[blk.n] + j0 * hb.ldk, hb.ldk, T(0), s, cols);
+    if (softcap > T(0))
+        for (std::size_t x = 0; x < blk.rows * cols; ++x) s[x] = std::tanh(s[x] / softcap) * softcap;
 }
 
 // mask: S (rows, cols) of keys [j0, j0 + cols) through the plan.
@@ -125,12 +129,12 @@ void pool_row(PooledSums& pooled, std::size_t n, std::size_t i, const T* w, std:
 // The block's rows over every key at once, S (rows, Lk) being its rows of the weights buffer, or
 // of ROWS (kQueryBlock * Lk, reused) when the weights are streamed to the sink.
 template <class T>
-std::size_t attend_block(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, Kept<T>& kept, const Block& blk,
-                         std::vector<T>& rows) {
+std::size_t attend_block(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, T softcap, Kept<T>& kept,
+                         const Block& blk, std::vector<T>& rows) {
     const std::size_t lk = hb.lk, at = (blk.n * hb.lq + blk.i0) * lk;
     if (!kept.weights) rows.resize(blk.rows * lk);
     T* s = kept.weights ? kept.weights->data() + at : rows.data();
-    scores(hb, blk, 0, lk, scale, s);
+    scores(hb, blk, 0, lk, scale, softcap, s);
     if (kept.scores) std::copy(s, s + blk.rows * lk, kept.scores->data() + at);
     mask(masks, blk, 0, lk, s);
     if (kept.masked_scores) std::copy(s, s + blk.rows * lk, kept.masked_scores->data() + at);
@@ -232,7 +236,7 @@ std::size_t finish_rows(const HeadBatch<T>& hb, const Block& blk, TileScratch<T>
 // The block's rows over key blocks of kKeyBlock: for each, scores -> mask -> online softmax ->
 // O += P·V_block.
 template <class T>
-std::size_t attend_block_tiled(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, const Block& blk,
+std::size_t attend_block_tiled(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, T softcap, const Block& blk,
                                TileScratch<T>& t, RowStats* stats, const NonFiniteValues& bad) {
     t.reset(blk.rows);
     for (std::size_t r = 0; r < blk.rows; ++r) fill_context_row(hb, blk, r, T(0));
@@ -242,7 +246,7 @@ std::size_t attend_block_tiled(const HeadBatch<T>& hb, const MaskPlan<T>& masks,
     for (std::size_t j0 = 0; j0 < stop; j0 += kKeyBlock) {
         const std::size_t cols = std::min(kKeyBlock, stop - j0);
         T* s = t.s.data();
-        scores(hb, blk, j0, cols, scale, s);
+        scores(hb, blk, j0, cols, scale, softcap, s);
         mask(masks, blk, j0, cols, s);
         for (std::size_t r = 0; r < blk.rows; ++r) online_softmax(hb, blk, r, j0, s + r * cols, cols, t, stats != nullptr);
         context(hb, blk, j0, cols, s, T(1));
@@ -295,10 +299,11 @@ Kept<T> plan_kept(const Reporter<T>& rep, const AttentionOptions& options, const
 }
 
 template <class T>
-std::size_t attend(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, Kept<T>& kept, std::size_t threads,
-                   const std::function<void(std::size_t, std::size_t)>& progress) {
+std::size_t attend(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, T softcap, Kept<T>& kept,
+                   std::size_t threads, const std::function<void(std::size_t, std::size_t)>& progress) {
     if constexpr (std::is_same_v<T, float>)  // scores, softmax and context in one pass of vector code
-        if (fused_applies(hb, kept, masks)) return attend_fused(hb, masks, scale, kept, threads, progress);
+        if (softcap <= T(0) && fused_applies(hb, kept, masks))  // soft-capping: the BLAS path
+            return attend_fused(hb, masks, scale, kept, threads, progress);
     const std::size_t blocks = (hb.lq + kQueryBlock - 1) / kQueryBlock;
     const std::size_t tasks = hb.count() * blocks;
     if (tasks == 0) return 0;
@@ -316,8 +321,8 @@ std::size_t attend(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, Ke
     parallel_for(tasks, threads, [&](std::size_t task, std::size_t worker) {
         const std::size_t i0 = (task % blocks) * kQueryBlock;
         const Block blk{task / blocks, i0, std::min(kQueryBlock, hb.lq - i0)};
-        empty[worker] += kept.tiled() ? attend_block_tiled(hb, masks, scale, blk, tiles[worker], stats, bad[blk.n])
-                                      : attend_block(hb, masks, scale, kept, blk, streamed_rows[worker]);
+        empty[worker] += kept.tiled() ? attend_block_tiled(hb, masks, scale, softcap, blk, tiles[worker], stats, bad[blk.n])
+                                      : attend_block(hb, masks, scale, softcap, kept, blk, streamed_rows[worker]);
         if (progress) progress(++done, tasks);
     });
     std::size_t total = 0;
@@ -356,7 +361,7 @@ void project_rows(const T* x, std::size_t rows, const Array<T>& w, const std::op
 #define ATTNTRACE_STAGES(T)                                                                                    \
     template NonFiniteValues nonfinite_values(const T*, std::size_t, std::size_t, std::size_t);                \
     template Kept<T> plan_kept(const Reporter<T>&, const AttentionOptions&, const Shape&);                     \
-    template std::size_t attend(const HeadBatch<T>&, const MaskPlan<T>&, T, Kept<T>&, std::size_t,             \
+    template std::size_t attend(const HeadBatch<T>&, const MaskPlan<T>&, T, T, Kept<T>&, std::size_t,          \
                                 const std::function<void(std::size_t, std::size_t)>&);                        \
     template void project_rows(const T*, std::size_t, const Array<T>&, const std::optional<Array<T>>&, T*,     \
                                std::size_t, std::size_t, const std::function<void(std::size_t, std::size_t)>&);

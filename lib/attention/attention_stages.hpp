@@ -14,6 +14,7 @@
 #include "attntrace/attention/masks.hpp"
 #include "attntrace/attention/pooled.hpp"
 #include "attntrace/attention/stage_report.hpp"
+#include "attntrace/tensor/errors.hpp"
 
 namespace attntrace::stages {
 
@@ -55,10 +56,12 @@ Kept<T> plan_kept(const Reporter<T>& rep, const AttentionOptions& options, const
 
 // scores -> mask -> softmax -> context for every head, threaded over (head, query block); returns
 // the number of empty rows (every key masked). Tiled (online softmax over key blocks) unless KEPT
-// holds weights.
+// holds weights. SOFTCAP > 0: the scores soft-capped, tanh(s / softcap) * softcap, before the masks
+// (on the BLAS kernels: the fused kernels do not cap).
 // PROGRESS (may be empty) is called as (tasks done, tasks) from the worker threads.
 template <class T>
-std::size_t attend(const HeadBatch<T>& heads, const MaskPlan<T>& masks, T scale, Kept<T>& kept, std::size_t threads,
+std::size_t attend(const HeadBatch<T>& heads, const MaskPlan<T>& masks, T scale, T softcap, Kept<T>& kept,
+                   std::size_t threads,
                    const std::function<void(std::size_t, std::size_t)>& progress = {});
 
 // y (rows, W.rows) := x (rows, W.cols) · Wᵀ + b, written at Y with leading dim LDY; the rows are
@@ -96,6 +99,16 @@ void poison_skipped(T* o, const NonFiniteValues& bad, std::size_t begin, std::si
     for (std::size_t c = 0; c < bad.first.size(); ++c)
         if (bad.first[c] <= bad.last[c] && (bad.first[c] < begin || bad.last[c] >= end))
             o[c] = std::numeric_limits<T>::quiet_NaN();
+}
+
+// The options' soft cap (0: none); UsageError "softcap: ..." unless it is positive and finite.
+template <class T>
+T checked_softcap(const AttentionOptions& options) {
+    if (!options.softcap) return T(0);
+    const double c = *options.softcap;
+    if (!(c > 0) || !std::isfinite(c))
+        throw UsageError("softcap: " + std::to_string(c) + " is not a positive number (the scores become tanh(s / c) * c)");
+    return T(c);
 }
 
 // 1/sqrt(P), or 1 for P = 0.

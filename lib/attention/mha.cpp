@@ -326,10 +326,12 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
                          {const_cast<T*>(projected.k), s.g, s.lk, projected.ldk}, {s.b, s.h, s.lq, s.p},
                          {s.b, s.g, s.lk, s.p}, plan, s.h, rep);
     // scores -> mask -> softmax -> context
-    result.empty_rows = stages::attend(heads, plan, scale, kept, threads, options.progress);
+    const T softcap = stages::checked_softcap<T>(options);
+    result.softcap = double(softcap);
+    result.empty_rows = stages::attend(heads, plan, scale, softcap, kept, threads, options.progress);
     const bool fused = projected.fused;
     projected = {};  // peak memory: free q, k, v before W_o's output
-    report_attention(rep, kept.report(), s.plane(), scale, plan.description, result.empty_rows);
+    report_attention(rep, kept.report(), s.plane(), scale, softcap, plan.description, result.empty_rows);
     merge_heads(merged, s, rep);
     result.output = out_project(std::move(merged), params, config, s, threads, fused, rep, options.output_sink,
                                 result.output_streamed);

@@ -26,8 +26,8 @@ std::optional<Array<T>> normed(const Array<T>& x, const PositionStages<T>* pos, 
 namespace {
 
 // "RMSNorm per head, then rotate-half rotary on 8 dims": the q_rotary / k_rotary note.
-std::string rotary_note(const std::optional<Rotary>& rotary, bool qk_norm) {
-    std::string note = qk_norm ? "RMSNorm per head, then " : "";
+std::string rotary_note(const std::optional<Rotary>& rotary, bool qk_norm, bool whole) {
+    std::string note = qk_norm ? (whole ? "RMSNorm over the projection, then " : "RMSNorm per head, then ") : "";
     if (!rotary) return note + "no rotary";
     return note + (rotary->style == RotaryStyle::half ? "rotate-half" : "interleaved") + " rotary on " +
            std::to_string(rotary->dims) + " dims";
@@ -37,8 +37,10 @@ std::string rotary_note(const std::optional<Rotary>& rotary, bool qk_norm) {
 template <class T>
 void rotate(const char* name, const HeadRows<T>& x, std::size_t b, std::size_t p, const T* norm,
             const PositionStages<T>& pos, std::size_t pos0, const Shape& shown, const Reporter<T>& rep) {
-    if (norm)
-        for (std::size_t r = 0; r < b * x.l; ++r) rms_norm(x.base + r * x.ld, x.heads, p, p, norm, pos.qk_norm_eps);
+    if (norm) {  // per head (Qwen3: P values each), or over the row's whole projection (OLMo 2: heads*P)
+        const std::size_t rows = pos.qk_norm_whole ? 1 : x.heads, d = pos.qk_norm_whole ? x.heads * p : p;
+        for (std::size_t r = 0; r < b * x.l; ++r) rms_norm(x.base + r * x.ld, rows, d, p, norm, pos.qk_norm_eps);
+    }
     if (pos.rotary) apply_rotary(x.base, b, x.l, x.heads, p, x.ld, *pos.rotary, pos0);
     std::optional<Array<T>> vals;
     if (rep.wants(name)) {
@@ -52,7 +54,7 @@ void rotate(const char* name, const HeadRows<T>& x, std::size_t b, std::size_t p
                 }
         vals->reshape(shown);
     }
-    rep.report(name, shown, rotary_note(pos.rotary, norm != nullptr),
+    rep.report(name, shown, rotary_note(pos.rotary, norm != nullptr, pos.qk_norm_whole),
                {{"heads", x.heads}, {"rotary_dims", pos.rotary ? pos.rotary->dims : 0}}, vals ? &*vals : nullptr);
 }
 

@@ -33,11 +33,14 @@ void rms_norm(T* x, std::size_t rows, std::size_t d, std::size_t ld, const T* w,
     }
 }
 
-std::vector<double> rope_inv_freq(std::size_t rotary_dims, double theta, const RopeScaling& s) {
+std::vector<double> rope_inv_freq(std::size_t rotary_dims, double theta, const RopeScaling& s, bool long_factors) {
     std::vector<double> inv(rotary_dims / 2);
     for (std::size_t i = 0; i < inv.size(); ++i)
         inv[i] = 1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(rotary_dims));
-    if (s.type == "linear") {
+    if (s.type == "longrope") {  // _compute_longrope_parameters: 1 / (ext_factors * base^(2i / R))
+        const std::vector<double>& ext = long_factors ? s.long_factor : s.short_factor;
+        for (std::size_t i = 0; i < inv.size() && i < ext.size(); ++i) inv[i] /= ext[i];
+    } else if (s.type == "linear") {
         for (double& f : inv) f /= s.factor;
     } else if (s.type == "llama3") {
         const double low_wavelen = s.original_max_position / s.low_freq_factor;
@@ -58,12 +61,14 @@ template <class T>
 void apply_rotary(T* x, std::size_t b, std::size_t l, std::size_t heads, std::size_t p, std::size_t ld,
                   const Rotary& rotary, std::size_t pos0) {
     const std::size_t half = rotary.dims / 2;
+    const bool long_rope = !rotary.long_inv_freq.empty() && pos0 + l > rotary.long_after;
+    const std::vector<double>& inv_freq = long_rope ? rotary.long_inv_freq : rotary.inv_freq;
     std::vector<double> cos(half), sin(half);
     for (std::size_t i = 0; i < l; ++i) {
         const double pos = static_cast<double>(pos0 + i);
         for (std::size_t f = 0; f < half; ++f) {
-            cos[f] = std::cos(pos * rotary.inv_freq[f]);
-            sin[f] = std::sin(pos * rotary.inv_freq[f]);
+            cos[f] = std::cos(pos * inv_freq[f]) * rotary.attention_scaling;
+            sin[f] = std::sin(pos * inv_freq[f]) * rotary.attention_scaling;
         }
         for (std::size_t bi = 0; bi < b; ++bi)
             for (std::size_t h = 0; h < heads; ++h) {

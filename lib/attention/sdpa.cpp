@@ -92,8 +92,11 @@ AttentionResult<T> sdpa(const Array<T>& q_in, const Array<T>& k_in, const Array<
                          s.lead.empty() ? 1 : s.lead.back(), rep);
     stages::Kept<T> kept = stages::plan_kept(rep, options, s.with(s.lq, s.lk));
     // scores -> mask -> softmax -> context
-    result.empty_rows = stages::attend(heads, plan, scale, kept, thread_count(options.threads), options.progress);
-    report_attention(rep, kept.report(), s.with(s.lq, s.lk), scale, plan.description, result.empty_rows);
+    const T softcap = stages::checked_softcap<T>(options);
+    result.softcap = double(softcap);
+    result.empty_rows =
+        stages::attend(heads, plan, scale, softcap, kept, thread_count(options.threads), options.progress);
+    report_attention(rep, kept.report(), s.with(s.lq, s.lk), scale, softcap, plan.description, result.empty_rows);
     report_sdpa_output(rep, result.output);
     result.row_stats = std::move(kept.stats);
     if (kept.pooled) result.pooled = std::move(*kept.pooled).finish();  // (..., cells, cells)

@@ -122,8 +122,14 @@ void report_heads(const Reporter<T>& rep, const char* name, const T* y, std::siz
 
 template <class T>
 void report_attention(const Reporter<T>& rep, const AttentionReport<T>& kept, const Shape& plane_shape, T scale,
-                      const std::string& masks, std::size_t empty_rows) {
-    rep.report("scores", plane_shape, "Q @ K^T * " + format_number(scale), {{"scale", scale}}, kept.scores);
+                      T softcap, const std::string& masks, std::size_t empty_rows) {
+    const std::string product = "Q @ K^T * " + format_number(scale);
+    if (softcap > T(0))
+        rep.report("scores", plane_shape,
+                   "tanh(" + product + " / " + format_number(softcap) + ") * " + format_number(softcap),
+                   {{"scale", scale}, {"softcap", softcap}}, kept.scores);
+    else
+        rep.report("scores", plane_shape, product, {{"scale", scale}}, kept.scores);
     rep.report("masked_scores", plane_shape,
                (masks.empty() ? std::string("no mask") : masks) + ", " + std::to_string(empty_rows) +
                    (empty_rows == 1 ? " row" : " rows") + " with no allowed key",
@@ -173,7 +179,7 @@ std::string sdpa_header(const AttentionResult<T>& result) {
                                 bool);                                                                           \
     template void report_heads(const Reporter<T>&, const char*, const T*, std::size_t, std::size_t, std::size_t, \
                                std::size_t, std::size_t);                                                        \
-    template void report_attention(const Reporter<T>&, const AttentionReport<T>&, const Shape&, T,               \
+    template void report_attention(const Reporter<T>&, const AttentionReport<T>&, const Shape&, T, T,            \
                                    const std::string&, std::size_t);                                             \
     template void report_merged(const Reporter<T>&, Array<T>&, bool);                                            \
     template void report_sdpa_output(const Reporter<T>&, Array<T>&);                                             \

@@ -21,6 +21,27 @@ inline float half_to_float(std::uint16_t h) {
     return sign ? -magnitude : magnitude;
 }
 
+// FLOAT to binary16, rounded to nearest even (as a hardware conversion, F16C's vcvtps2ph with
+// round-to-nearest, and _Float16 do it): overflow to infinity, subnormals kept, NaN stays NaN
+// (quiet, its payload's top bits kept).
+inline std::uint16_t float_to_half(float value) {
+    const std::uint32_t f = std::bit_cast<std::uint32_t>(value);
+    const std::uint16_t sign = static_cast<std::uint16_t>((f >> 16) & 0x8000u);
+    const std::uint32_t magnitude = f & 0x7fffffffu;
+    if (magnitude > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu));  // NaN
+    if (magnitude >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds past 65504: infinity
+    if (magnitude < 0x38800000u) {  // under 2^-14: a subnormal (or zero) of binary16
+        const float scaled = std::bit_cast<float>(magnitude) * 0x1p24f;  // exact: the subnormal's integer
+        const auto units = static_cast<std::uint32_t>(scaled);
+        const float rest = scaled - static_cast<float>(units);
+        const std::uint32_t rounded = units + (rest > 0.5f || (rest == 0.5f && (units & 1u)) ? 1u : 0u);
+        return static_cast<std::uint16_t>(sign | rounded);
+    }
+    const std::uint32_t rebased = magnitude - (112u << 23);  // exponent bias 127 -> 15
+    const std::uint32_t rounded = rebased + 0xfffu + ((rebased >> 13) & 1u);
+    return static_cast<std::uint16_t>(sign | (rounded >> 13));
+}
+
 // bfloat16: the top 16 bits of a float.
 inline float bfloat16_to_float(std::uint16_t b) {
     return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);

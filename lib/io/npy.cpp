@@ -483,5 +483,7 @@ template std::string npy_bytes<float>(const Array<float>&);
 template std::string npy_bytes<double>(const Array<double>&);
 template std::string npy_header<float>(const Shape&);
 template std::string npy_header<double>(const Shape&);
+template std::string npy_bytes<std::int64_t>(const Array<std::int64_t>&);
+template std::string npy_header<std::int64_t>(const Shape&);
 
 }  // namespace attntrace

@@ -19,9 +19,10 @@
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/tensor/numbers.hpp"
 #include "attntrace/tensor/threads.hpp"
-#include "checkpoint_files.hpp"
 #include "family.hpp"
 #include "model_tensors.hpp"
+#include "resolve.hpp"
+#include "model_source.hpp"
 
 namespace attntrace {
 
@@ -50,7 +51,8 @@ std::string supported_model_types() {
     return out;
 }
 
-LayerConfig read_layer_config(const json& config, const std::string& source, std::size_t layer) {
+LayerConfig read_layer_config(const json& config, const std::string& source, std::size_t layer,
+                              const std::map<std::string, std::string>* key_names) {
     if (!config.is_object()) fail(source, "config is not a JSON object");
     LayerConfig c;
     c.layer = layer;
@@ -61,7 +63,7 @@ LayerConfig read_layer_config(const json& config, const std::string& source, std
     if (!c.family)
         fail(source, "model_type '" + c.model_type + "' is not supported (supported: " + supported_model_types() + ")");
     c.values["model_type"] = c.model_type;
-    c.family->read_layer(ConfigReader{config, source, c.values}, c);
+    c.family->read_layer(ConfigReader{config, source, c.values, key_names}, c);
     if (c.heads % c.kv_heads != 0)
         fail(source, std::to_string(c.heads) + " heads cannot share " + std::to_string(c.kv_heads) + " key/value heads");
     if (c.scale == 0) c.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
@@ -69,57 +71,6 @@ LayerConfig read_layer_config(const json& config, const std::string& source, std
         fail(source, "layer " + std::to_string(layer) + " does not exist (the model has " + std::to_string(c.layers) +
                          " layers, 0 to " + std::to_string(c.layers - 1) + ")");
     return c;
-}
-
-// The model's prefix ("transformer.", "model.", "" ...): what comes before TAIL in NAMES.
-std::optional<std::string> find_prefix(const std::map<std::string, std::string>& names, const std::string& tail) {
-    for (const auto& [name, file] : names) {
-        if (name.size() < tail.size() || name.compare(name.size() - tail.size(), tail.size(), tail) != 0) continue;
-        const std::string prefix = name.substr(0, name.size() - tail.size());
-        if (prefix.empty() || prefix.back() == '.') return prefix;
-    }
-    return std::nullopt;
-}
-
-StoredTensor resolve_tensor(CheckpointFiles& files, const std::string& dir, const std::string& prefix,
-                            const TensorSpec& spec) {
-    std::string name = prefix + spec.role;
-    if (!files.names().count(name) && !spec.alias.empty() && files.names().count(prefix + spec.alias))
-        name = prefix + spec.alias;
-    if (!files.names().count(name)) fail(dir, "missing tensor '" + name + "' " + spec.formula);
-    const SafetensorsIndex::Tensor& t = files.meta(name);
-    if (t.shape != spec.shape)
-        throw ShapeError(dir + ": " + name + " has shape " + shape_string(t.shape) + " but config.json gives " +
-                         spec.formula + " = " + shape_string(spec.shape));
-    return {spec.role, name, files.names().at(name), t.dtype, t.shape};
-}
-
-json read_config(const std::string& dir) {
-    const std::string config_path = (fs::path(dir) / "config.json").string();
-    if (!fs::is_directory(dir)) fail(dir, "not a checkpoint folder (config.json and model.safetensors)");
-    const FileBytes config_bytes = FileBytes::open(config_path);
-    try {
-        return json::parse(config_bytes.bytes());
-    } catch (const json::exception& e) {
-        fail(config_path, std::string("not valid JSON: ") + e.what());
-    }
-}
-
-// Layer N of an opened checkpoint: its tensors found and their shapes checked.
-CheckpointLayer resolve_layer(const std::string& dir, const json& config, std::shared_ptr<CheckpointFiles> files,
-                              std::size_t layer) {
-    CheckpointLayer out;
-    out.dir = dir;
-    out.config = read_layer_config(config, (fs::path(dir) / "config.json").string(), layer);
-    out.files = std::move(files);
-    const std::vector<TensorSpec> specs = out.config.family->attention_tensors(out.config);
-    const std::string stem = out.config.family->layer_stem(layer);
-    const auto prefix = find_prefix(out.files->names(), stem + specs.front().role);
-    if (!prefix)
-        fail(dir, "no tensor '" + stem + specs.front().role + "' (with any prefix) for layer " + std::to_string(layer) +
-                      " of this " + out.config.model_type + " checkpoint");
-    for (const TensorSpec& spec : specs) out.tensors.push_back(resolve_tensor(*out.files, dir, *prefix + stem, spec));
-    return out;
 }
 
 namespace {
@@ -137,14 +88,20 @@ const char* norm_name(NormKind n) {
 
 std::string describe_layer(const LayerConfig& c) {
     std::ostringstream o;
-    if (c.norm != NormKind::none) o << norm_name(c.norm) << " (eps " << format_number(c.norm_eps) << ") -> ";
+    if (c.norm != NormKind::none)
+        o << norm_name(c.norm) << (c.norm_offset != 0 ? " x (1 + w)" : "") << " (eps " << format_number(c.norm_eps)
+          << ") -> ";
     o << "q/k/v projections";
     o << c.family->projections_note();
     o << " -> " << c.heads << " heads of " << c.head_dim;
     if (c.kv_heads != c.heads) o << " sharing " << c.kv_heads << " kv heads";
-    if (c.qk_norm) o << " -> q_norm/k_norm RMSNorm per head";
+    if (c.qk_norm) o << " -> q_norm/k_norm RMSNorm " << (c.qk_norm_whole ? "over the projection" : "per head");
     if (c.rotary) o << " -> rotary on " << c.rotary->dims << " of " << c.head_dim << " dims";
-    o << " -> softmax(q k^T * " << format_number(c.scale);
+    if (c.rotary && !c.rotary->long_inv_freq.empty()) o << " (LongRoPE)";
+    o << " -> softmax(";
+    if (c.softcap) o << "tanh(";
+    o << "q k^T * " << format_number(c.scale);
+    if (c.softcap) o << " / " << format_number(*c.softcap) << ") * " << format_number(*c.softcap);
     if (c.alibi) o << " + ALiBi";
     o << ")";
     if (c.causal) o << ", causal";
@@ -153,10 +110,9 @@ std::string describe_layer(const LayerConfig& c) {
     return o.str();
 }
 
-CheckpointLayer open_checkpoint_layer(const std::string& dir, std::size_t layer) {
-    const json config = read_config(dir);
-    read_layer_config(config, (fs::path(dir) / "config.json").string(), layer);  // config errors first
-    return resolve_layer(dir, config, CheckpointFiles::open(dir), layer);
+CheckpointLayer open_checkpoint_layer(const std::string& path, std::size_t layer) {
+    const std::shared_ptr<ModelSource> source = open_source(path);
+    return resolve_layer(source, layer_config(*source, layer));  // config errors first
 }
 
 bool is_checkpoint_path(const std::string& path) {
@@ -169,23 +125,21 @@ json checkpoint_info_json(const std::string& path) {
         return json{{"name", name}, {"dtype", dtype}, {"shape", shape}, {"file", file}};
     };
     json out{{"path", path}};
+    const std::shared_ptr<ModelSource> source = open_source(path);
     if (!fs::is_directory(path)) {  // one .safetensors file, no config: its tensors
-        const auto files = CheckpointFiles::open(path);
         out["tensors"] = json::array();
-        for (const auto& [name, file] : files->names()) {
-            const auto& t = files->meta(name);
+        for (const auto& [name, file] : source->names()) {
+            const TensorMeta t = source->meta(name);
             out["tensors"].push_back(tensor_json(name, t.dtype, t.shape, file));
         }
         return out;
     }
-    const json config = read_config(path);
-    const LayerConfig first = read_layer_config(config, (fs::path(path) / "config.json").string(), 0);
-    const auto files = CheckpointFiles::open(path);
+    const LayerConfig first = layer_config(*source, 0);
     out.update({{"model_type", first.model_type}, {"layers", first.layers}, {"hidden", first.hidden},
                 {"heads", first.heads}, {"kv_heads", first.kv_heads}, {"head_dim", first.head_dim},
-                {"config", first.values}, {"layer", json::array()}});
+                {"config", first.values}, {"layer", json::array()}, {"model", describe_model(model_config(*source))}});
     for (std::size_t n = 0; n < first.layers; ++n) {
-        const CheckpointLayer layer = resolve_layer(path, config, files, n);
+        const CheckpointLayer layer = resolve_layer(source, layer_config(*source, n));
         json tensors = json::array();
         for (const StoredTensor& t : layer.tensors) tensors.push_back(tensor_json(t.name, t.dtype, t.shape, t.file));
         out["layer"].push_back({{"index", n}, {"tensors", tensors}, {"model_plan", describe_layer(layer.config)}});
@@ -211,6 +165,7 @@ std::string checkpoint_info(const std::string& path) {
       << info["hidden"] << ", " << info["heads"] << " heads, " << info["kv_heads"] << " kv heads, head dim "
       << info["head_dim"] << "\n";
     o << "  config: " << info["config"].dump() << "\n";
+    o << "  model: " << info["model"].get<std::string>() << "\n";
     for (const json& layer : info["layer"]) {
         o << "layer " << layer["index"] << ":\n";
         for (const json& t : layer["tensors"]) tensor_line(t, true);
@@ -225,11 +180,11 @@ namespace {
 
 // The shape of one of the parts of a stored tensor of SHAPE that SPEC splits, in the core's
 // (out, in) layout (or (out) for a bias).
-Shape part_shape(const Shape& shape, const TensorSpec& spec) {
+Shape part_shape(const Shape& shape, const TensorSpec& spec, std::size_t which) {
     const std::size_t parts = spec.feeds.size();
     if (spec.stored == Stored::conv1d && shape.size() == 2) return {shape[1] / parts, shape[0]};
     Shape s = shape;
-    s[0] /= parts;
+    s[0] = spec.split.empty() ? s[0] / parts : spec.split[which];
     return s;
 }
 
@@ -281,8 +236,12 @@ void part_into(const T* data, const Shape& shape, const TensorSpec& spec, std::s
         const std::size_t part = shape[1] / parts;
         return columns_transposed(data, shape[0], shape[1], which * part, (which + 1) * part, out);
     }
-    const std::size_t n = shape[0] / parts * row;
-    std::copy(data + which * n, data + (which + 1) * n, out);
+    std::size_t first = which * (shape[0] / parts), rows = shape[0] / parts;  // stacked parts of rows
+    if (!spec.split.empty()) {
+        first = 0, rows = spec.split[which];
+        for (std::size_t i = 0; i < which; ++i) first += spec.split[i];
+    }
+    std::copy(data + first * row, data + (first + rows) * row, out);
 }
 
 // Where PARAM of W is read to: its array when it already has SHAPE (the previous layer's, whose
@@ -318,6 +277,62 @@ bool is_norm(Canonical p) {
     return p == Canonical::norm_weight || p == Canonical::norm_bias || p == Canonical::q_norm || p == Canonical::k_norm;
 }
 
+// W's rows (ROWS, ROW) as convert_hf_to_gguf.py permuted them for llama.cpp's rotary
+// (conversion/llama.py LlamaModel.permute: each head's P rows, as (2, P/2), stored as (P/2, 2))
+// put back in the Hugging Face order, in place: Hugging Face's row h P + s P/2 + i is the
+// stored row h P + 2 i + s.
+template <class T>
+void unpermute_rotary(T* w, std::size_t rows, std::size_t row, std::size_t heads) {
+    const std::size_t p = rows / heads, half = p / 2;
+    std::vector<T> head(p * row);
+    for (std::size_t h = 0; h < heads; ++h) {
+        T* at = w + h * p * row;
+        std::copy(at, at + p * row, head.begin());
+        for (std::size_t i = 0; i < half; ++i)
+            for (std::size_t s = 0; s < 2; ++s) std::copy_n(head.begin() + (2 * i + s) * row, row, at + (s * half + i) * row);
+    }
+}
+
+// SPEC's tensor, one parameter stored as the core wants it, read into its slot of W.
+template <class T>
+void read_whole(const CheckpointLayer& layer, const TensorSpec& spec, const StoredTensor& stored, LayerWeights<T>& w) {
+    T* out = slot(w, spec.feeds.front(), stored.shape);
+    layer.files->read_into(stored.name, out);
+    add_offset(spec, out, stored.shape);  // Gemma's norms: 1 + w
+    if (!spec.rotary_permuted) return;
+    const Canonical p = spec.feeds.front();
+    const std::size_t heads = p == Canonical::w_q || p == Canonical::b_q ? layer.config.heads : layer.config.kv_heads;
+    unpermute_rotary(out, stored.shape[0], stored.shape.size() == 2 ? stored.shape[1] : 1, heads);
+}
+
+// SPEC's tensor, fused (q, k and v) or stored (in, out), split into W's parameters.
+template <class T>
+void read_parts(const CheckpointLayer& layer, const TensorSpec& spec, const StoredTensor& stored, LayerWeights<T>& w) {
+    // Read in place when the file holds T already (a float32 checkpoint), else converted.
+    std::optional<Array<T>> converted;
+    const T* data = layer.files->template in_place<T>(stored.name);
+    if (!data) data = converted.emplace(layer.files->template read<T>(stored.name)).data();
+    std::vector<T*> parts;
+    for (std::size_t i = 0; i < spec.feeds.size(); ++i)
+        parts.push_back(slot(w, spec.feeds[i], part_shape(stored.shape, spec, i)));
+    if (spec.stored == Stored::conv1d && stored.shape.size() == 2 && spec.fused != Fused::per_head) {
+        // Transposed in blocks of 64 columns, as many tasks as the read workers can share.
+        constexpr std::size_t chunk = 64;
+        const std::size_t rows = stored.shape[0], part = stored.shape[1] / parts.size();
+        const std::size_t per_part = (part + chunk - 1) / chunk;
+        parallel_for(parts.size() * per_part, read_threads(), [&](std::size_t task, std::size_t) {
+            const std::size_t i = task / per_part, c0 = i * part + task % per_part * chunk;
+            const std::size_t c1 = std::min(c0 + chunk, (i + 1) * part);
+            columns_transposed(data, rows, stored.shape[1], c0, c1, parts[i] + (c0 - i * part) * rows);
+        });
+    } else {
+        parallel_for(parts.size(), read_threads(), [&](std::size_t i, std::size_t) {
+            part_into(data, stored.shape, spec, i, layer.config, parts[i]);  // q, k and v on the read workers
+        });
+    }
+    if (!converted) layer.files->release(stored.name);
+}
+
 }  // namespace
 
 template <class T>
@@ -325,40 +340,20 @@ void load_layer_weights(const CheckpointLayer& layer, LayerWeights<T>& w) {
     w.attn.scheme = layer.config.model_type;
     w.attn.source = layer.dir;
     w.attn.names.clear();
-    const std::vector<TensorSpec> specs = layer.config.family->attention_tensors(layer.config);
+    const Family& family = *layer.config.family;
+    const std::vector<TensorSpec> specs = family.attention_tensors(layer.config);
     // The projections first, then the norms: the order the trace lists the names in.
     for (const bool norms : {false, true})
-        for (const TensorSpec& spec : specs) {
-            if (is_norm(spec.feeds.front()) != norms) continue;
+        for (const TensorSpec& wanted : specs) {
+            if (is_norm(wanted.feeds.front()) != norms) continue;
+            const TensorSpec spec = as_stored(*layer.files, family, wanted);
             const auto stored = std::find_if(layer.tensors.begin(), layer.tensors.end(),
                                              [&](const StoredTensor& t) { return t.role == spec.role; });
             w.attn.names.push_back(stored->name);
-            if (spec.feeds.size() == 1 && spec.stored == Stored::linear) {
-                layer.files->read_into(stored->name, slot(w, spec.feeds.front(), stored->shape));
-                continue;
-            }
-            // Read in place when the file holds T already (a float32 checkpoint), else converted.
-            std::optional<Array<T>> converted;
-            const T* data = layer.files->template in_place<T>(stored->name);
-            if (!data) data = converted.emplace(layer.files->template read<T>(stored->name)).data();
-            std::vector<T*> parts;
-            for (const Canonical param : spec.feeds) parts.push_back(slot(w, param, part_shape(stored->shape, spec)));
-            if (spec.stored == Stored::conv1d && stored->shape.size() == 2 && spec.fused != Fused::per_head) {
-                // Transposed in blocks of 64 columns, as many tasks as the read workers can share.
-                constexpr std::size_t chunk = 64;
-                const std::size_t rows = stored->shape[0], part = stored->shape[1] / parts.size();
-                const std::size_t per_part = (part + chunk - 1) / chunk;
-                parallel_for(parts.size() * per_part, read_threads(), [&](std::size_t task, std::size_t) {
-                    const std::size_t i = task / per_part, c0 = i * part + task % per_part * chunk;
-                    const std::size_t c1 = std::min(c0 + chunk, (i + 1) * part);
-                    columns_transposed(data, rows, stored->shape[1], c0, c1, parts[i] + (c0 - i * part) * rows);
-                });
-            } else {
-                parallel_for(parts.size(), read_threads(), [&](std::size_t i, std::size_t) {
-                    part_into(data, stored->shape, spec, i, layer.config, parts[i]);  // q, k and v on the read workers
-                });
-            }
-            if (!converted) layer.files->release(stored->name);
+            if (spec.feeds.size() == 1 && spec.stored == Stored::linear)
+                read_whole(layer, spec, *stored, w);
+            else
+                read_parts(layer, spec, *stored, w);
         }
 }
 
@@ -382,6 +377,7 @@ PositionStages<T> positions_for_layer(const LayerConfig& c, const LayerWeights<T
         p.q_norm = w.q_norm->data();
         p.k_norm = w.k_norm->data();
         p.qk_norm_eps = c.norm_eps;
+        p.qk_norm_whole = c.qk_norm_whole;
     }
     p.rotary = c.rotary;
     if (c.alibi) p.alibi = alibi_slopes(c.heads);

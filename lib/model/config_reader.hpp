@@ -4,6 +4,7 @@
 // the file and the key. Internal to lib/model.
 #include <cstddef>
 #include <initializer_list>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -20,6 +21,12 @@ struct ConfigReader {
     const nlohmann::json& config;
     const std::string& source;  // config.json's path, for messages
     nlohmann::json& values;     // the values read, by key
+    // How the source spells config.json's keys (a GGUF file's metadata keys), for messages; null:
+    // as themselves.
+    const std::map<std::string, std::string>* names = nullptr;
+
+    // "config key 'hidden_size'", or "metadata key 'llama.embedding_length'" where NAMES spells it.
+    std::string spelt(const char* key) const;
 
     // KEY's value, or null when absent or JSON null.
     const nlohmann::json* find(const char* key) const;

@@ -11,6 +11,10 @@ const std::vector<const Family*>& families() {
         &llama_family(),
         &gpt_neox_family(),
         &bloom_family(),
+        &gemma_family(),
+        &phi3_family(),
+        &olmo2_family(),
+        &moe_family(),
     };
     return all;
 }

@@ -1,6 +1,8 @@
 // What the family descriptions share (family.hpp).
 #include "family.hpp"
 
+#include <cmath>
+
 namespace attntrace {
 
 void check_head_dim(const ConfigReader& r, LayerConfig& c) {
@@ -104,6 +106,75 @@ std::vector<TensorSpec> fused_per_head_tensors(const LayerConfig& c, const std::
                    Stored::linear, Fused::per_head});
     add_linear(s, {attention + "dense", {e, e}, "(E, E)", {w_o}, {b_o}, c.o_bias});
     return s;
+}
+
+}  // namespace attntrace
+
+namespace attntrace {
+
+void add_rms_norm(std::vector<TensorSpec>& specs, const std::string& name, std::size_t n, const std::string& formula,
+                  Canonical what, double offset) {
+    TensorSpec spec{name + ".weight", {n}, formula, {what}};
+    spec.offset = offset;
+    specs.push_back(std::move(spec));
+}
+
+void add_gated_mlp(std::vector<TensorSpec>& specs, const GatedNames& n, std::size_t e, std::size_t inter,
+                   const std::string& i_name) {
+    add_linear(specs, {n.gate, {inter, e}, "(" + i_name + ", E)", {n.gate_role}, {}, false});
+    add_linear(specs, {n.up, {inter, e}, "(" + i_name + ", E)", {n.up_role}, {}, false});
+    add_linear(specs, {n.down, {e, inter}, "(E, " + i_name + ")", {n.down_role}, {}, false});
+}
+
+std::vector<TensorSpec> llama_attention_tensors(const LayerConfig& c, const std::string& norm) {
+    using enum Canonical;
+    const std::size_t e = c.hidden, q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim;
+    std::vector<TensorSpec> s;
+    if (!norm.empty()) add_rms_norm(s, norm, e, "(E)", norm_weight, c.norm_offset);
+    add_linear(s, {"self_attn.q_proj", {q, e}, "(H*P, E)", {w_q}, {b_q}, c.qkv_bias});
+    add_linear(s, {"self_attn.k_proj", {kv, e}, "(G*P, E)", {w_k}, {b_k}, c.qkv_bias});
+    add_linear(s, {"self_attn.v_proj", {kv, e}, "(G*P, E)", {w_v}, {b_v}, c.qkv_bias});
+    add_linear(s, {"self_attn.o_proj", {e, q}, "(E, H*P)", {w_o}, {b_o}, c.o_bias});
+    if (c.qk_norm && c.qk_norm_whole) {
+        add_rms_norm(s, "self_attn.q_norm", q, "(H*P)", q_norm, c.norm_offset);
+        add_rms_norm(s, "self_attn.k_norm", kv, "(G*P)", k_norm, c.norm_offset);
+    } else if (c.qk_norm) {
+        add_rms_norm(s, "self_attn.q_norm", c.head_dim, "(P)", q_norm, c.norm_offset);
+        add_rms_norm(s, "self_attn.k_norm", c.head_dim, "(P)", k_norm, c.norm_offset);
+    }
+    return s;
+}
+
+Rotary read_llama_rotary(const ConfigReader& r, std::size_t head_dim, double default_theta, double partial) {
+    auto [theta, scaling] = read_rope(r, default_theta);
+    const auto dims = static_cast<std::size_t>(static_cast<double>(head_dim) * partial) / 2 * 2;
+    if (dims == 0) config_error(r.source, "the rotary covers no dims of the head (partial_rotary_factor)");
+    Rotary rotary{RotaryStyle::half, dims, rope_inv_freq(dims, theta, scaling)};
+    if (scaling.type != "longrope") return rotary;
+    for (const auto* list : {&scaling.short_factor, &scaling.long_factor})
+        if (list->size() != dims / 2)
+            config_error(r.source, "longrope factors: " + std::to_string(list->size()) + " values, but the rotary has " +
+                                       std::to_string(dims / 2) + " frequencies");
+    // modeling_rope_utils.py _compute_longrope_parameters: with original_max_position_embeddings in
+    // the config (Phi3Config always has it, 4096 by default) the factor is max / original.
+    const bool phi3 = r.config.value("model_type", "") == "phi3";
+    const double original = r.number("original_max_position_embeddings", phi3 ? 4096 : scaling.original_max_position);
+    double factor = scaling.factor;
+    if (phi3 || r.find("original_max_position_embeddings"))
+        factor = r.number("max_position_embeddings", phi3 ? 4096 : original) / original;
+    rotary.attention_scaling = scaling.attention_factor.value_or(
+        factor <= 1.0 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(original)));
+    rotary.long_inv_freq = rope_inv_freq(dims, theta, scaling, true);
+    rotary.long_after = static_cast<std::size_t>(original);
+    return rotary;
+}
+
+void read_llama_sizes(const ConfigReader& r, LayerConfig& c, std::size_t default_head_dim) {
+    c.hidden = r.count("hidden_size");
+    c.heads = r.count("num_attention_heads");
+    c.layers = r.count("num_hidden_layers");
+    c.kv_heads = r.count_of({"num_key_value_heads"}).value_or(c.heads);
+    c.head_dim = r.count_of({"head_dim"}).value_or(default_head_dim ? default_head_dim : c.hidden / c.heads);
 }
 
 }  // namespace attntrace

@@ -64,6 +64,31 @@ public:
     std::vector<TensorSpec> final_tensors(const ModelConfig& m) const override { return final_norm_tensors("ln_f", m); }
 
     std::vector<TensorSpec> head_tensors(const ModelConfig& m) const override { return lm_head_tensors("lm_head", m); }
+
+    const GgufTable* gguf() const override { return &gguf_table; }
+
+private:
+    // llama.cpp's names (src/llama-arch.cpp LLM_ARCH_GPT2, src/models/gpt2.cpp); conversion/gpt2.py
+    // writes the Conv1D weights transposed and feed_forward_length as 4 E; the output is
+    // token_embd when there is no output.weight.
+    inline static const GgufTable gguf_table{
+        .architectures = {{"gpt2", "gpt2"}},
+        .keys = {{"block_count", "n_layer"}, {"context_length", "n_positions"}, {"embedding_length", "n_embd"},
+                 {"feed_forward_length", "n_inner"}, {"attention.head_count", "n_head"},
+                 {"attention.layer_norm_epsilon", "layer_norm_epsilon"}},
+        .tensors = {{"ln_1.weight", "attn_norm.weight"}, {"ln_1.bias", "attn_norm.bias"},
+                    {"attn.c_attn.weight", "attn_qkv.weight", GgufLayout::transposed},
+                    {"attn.c_attn.bias", "attn_qkv.bias"},
+                    {"attn.c_proj.weight", "attn_output.weight", GgufLayout::transposed},
+                    {"attn.c_proj.bias", "attn_output.bias"}, {"ln_2.weight", "ffn_norm.weight"},
+                    {"ln_2.bias", "ffn_norm.bias"}, {"mlp.c_fc.weight", "ffn_up.weight", GgufLayout::transposed},
+                    {"mlp.c_fc.bias", "ffn_up.bias"}, {"mlp.c_proj.weight", "ffn_down.weight", GgufLayout::transposed},
+                    {"mlp.c_proj.bias", "ffn_down.bias"}, {"wte.weight", "token_embd.weight"},
+                    {"wpe.weight", "position_embd.weight"}, {"ln_f.weight", "output_norm.weight"},
+                    {"ln_f.bias", "output_norm.bias"}, {"lm_head.weight", "output.weight"}},
+        .flags = {{"output.weight", "tie_word_embeddings", true}},
+        .token_embedding = "token_embd.weight",
+    };
 };
 
 }  // namespace

@@ -120,6 +120,39 @@ public:
     std::vector<TensorSpec> final_tensors(const ModelConfig& m) const override { return final_norm_tensors("norm", m); }
 
     std::vector<TensorSpec> head_tensors(const ModelConfig& m) const override { return lm_head_tensors("lm_head", m); }
+
+    const GgufTable* gguf() const override { return &gguf_table; }
+
+private:
+    // llama.cpp's names (src/llama-arch.cpp LLM_ARCH_LLAMA, LLM_ARCH_QWEN2, LLM_ARCH_QWEN3;
+    // convert_hf_to_gguf.py: Mistral's and Llama 3's files are "llama"; conversion/llama.py permutes
+    // q/k for "llama" only, conversion/qwen.py writes them as they are; rope scaling llama3 as a
+    // rope_freqs tensor, see GgufSource).
+    inline static const GgufTable gguf_table{
+        .architectures = {{"llama", "llama", true}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"}},
+        .keys = {{"block_count", "num_hidden_layers"}, {"context_length", "max_position_embeddings"},
+                 {"embedding_length", "hidden_size"}, {"feed_forward_length", "intermediate_size"},
+                 {"attention.head_count", "num_attention_heads"}, {"attention.head_count_kv", "num_key_value_heads"},
+                 {"attention.key_length", "head_dim"}, {"attention.layer_norm_rms_epsilon", "rms_norm_eps"},
+                 {"rope.freq_base", "rope_theta"}},
+        .tensors = {{"input_layernorm.weight", "attn_norm.weight"},
+                    {"self_attn.q_proj.weight", "attn_q.weight", GgufLayout::rotary},
+                    {"self_attn.q_proj.bias", "attn_q.bias", GgufLayout::rotary},
+                    {"self_attn.k_proj.weight", "attn_k.weight", GgufLayout::rotary},
+                    {"self_attn.k_proj.bias", "attn_k.bias", GgufLayout::rotary},
+                    {"self_attn.v_proj.weight", "attn_v.weight"}, {"self_attn.v_proj.bias", "attn_v.bias"},
+                    {"self_attn.o_proj.weight", "attn_output.weight"}, {"self_attn.o_proj.bias", "attn_output.bias"},
+                    {"self_attn.q_norm.weight", "attn_q_norm.weight"}, {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+                    {"post_attention_layernorm.weight", "ffn_norm.weight"},
+                    {"mlp.gate_proj.weight", "ffn_gate.weight"}, {"mlp.gate_proj.bias", "ffn_gate.bias"},
+                    {"mlp.up_proj.weight", "ffn_up.weight"}, {"mlp.up_proj.bias", "ffn_up.bias"},
+                    {"mlp.down_proj.weight", "ffn_down.weight"}, {"mlp.down_proj.bias", "ffn_down.bias"},
+                    {"embed_tokens.weight", "token_embd.weight"}, {"norm.weight", "output_norm.weight"},
+                    {"lm_head.weight", "output.weight"}},
+        .flags = {{"output.weight", "tie_word_embeddings", true}, {"blk.0.attn_q.bias", "attention_bias"},
+                  {"blk.0.ffn_up.bias", "mlp_bias"}},
+        .token_embedding = "token_embd.weight",
+    };
 };
 
 }  // namespace

@@ -1,16 +1,24 @@
 // The forward pass of a whole model (forward.hpp): embed -> blocks -> final norm -> head, each a
-// named function, the GEMMs split over the worker threads with what follows each product (bias,
-// activation, the gated MLP's product) done by the worker on its block while it is in cache.
+// named function, on a batch of B sequences of one length L (their rows stacked, (B*L, E)), the
+// GEMMs split over the worker threads with what follows each product (bias, activation, the
+// gated MLP's product) done by the worker on its block while it is in cache. The sites
+// (sites.hpp) are reported where they are computed; a fork there grows the batch.
 #include "attntrace/model/forward.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
+#include <stdexcept>
 
 #include "attntrace/model/activations.hpp"
 #include "attntrace/model/norms.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/tensor/gemm.hpp"
 #include "attntrace/tensor/threads.hpp"
+#include "head.hpp"
 #include "model_tensors.hpp"
+#include "moe.hpp"
+#include "products.hpp"
 
 namespace attntrace {
 
@@ -31,69 +39,127 @@ template <class T>
 void ObserverList<T>::hidden_state(std::size_t index, const T* x, std::size_t rows, std::size_t e) {
     for (ModelObserver<T>* o : list_) o->hidden_state(index, x, rows, e);
 }
+template <class T>
+bool ObserverList<T>::wants_site(Site site, std::size_t layer) const {
+    return std::any_of(list_.begin(), list_.end(), [&](const ModelObserver<T>* o) { return o->wants_site(site, layer); });
+}
+template <class T>
+void ObserverList<T>::at_site(SiteValues<T>& values) {
+    for (ModelObserver<T>* o : list_)
+        if (o->wants_site(values.site(), values.layer())) o->at_site(values);
+}
+
+template <class T>
+void ObserverList<T>::expert_routing(const LayerRouting& routing) {
+    for (ModelObserver<T>* o : list_) o->expert_routing(routing);
+}
 
 namespace {
 
-// The activations of one forward, reused from layer to layer.
+// The activations of one forward, reused from layer to layer: B sequences of L rows each.
 template <class T>
 struct Activations {
-    std::size_t l = 0, e = 0, i = 0;
-    Array<T> x;       // (L, E) the residual stream
-    Array<T> normed;  // (L, E) a norm's output: the attention's or the MLP's input
-    Array<T> hidden;  // (L, I) the MLP's middle
-    Array<T> up;      // (L, I) the gated MLP's up projection (empty otherwise)
+    std::size_t b = 0, l = 0, e = 0, i = 0;
+    Array<T> x;         // (B*L, E) the residual stream
+    Array<T> normed;    // (B*L, E) a norm's output: the attention's or the MLP's input (BLOOM's
+                        // post-layernorm blocks: the residual after the first norm)
+    Array<T> hidden;    // (B*L, I) the MLP's middle
+    Array<T> up;        // (B*L, I) the gated MLP's up projection (empty otherwise)
+    Array<T> sublayer;  // (B*L, E) the MLP's output kept apart for the mlp_out site, or for the
+                        // sandwich block's norm after it (else empty)
+    bool gated = false;
     std::size_t threads = 1;
+    const ModelTensors* tensors = nullptr;  // the experts a MoE layer reads as its rows choose them
 
-    Activations(const ModelConfig& m, std::size_t length, std::size_t workers)
-        : l(length), e(m.hidden), i(m.intermediate), x(Array<T>::from_shape({l, e})),
-          normed(Array<T>::from_shape({l, e})), hidden(Array<T>::from_shape({l, i})),
-          up(Array<T>::from_shape({m.mlp == Mlp::gated ? l : 0, i})), threads(workers) {}
+    Activations(const ModelConfig& m, std::size_t workers, const ModelTensors* t)
+        : e(m.hidden), i(m.intermediate), gated(m.mlp == Mlp::gated), threads(workers), tensors(t) {}
+
+    std::size_t rows() const { return b * l; }
+    // B sequences of L: the scratch arrays sized for them (X and NORMED keep their rows).
+    void resize(std::size_t sequences, std::size_t length) {
+        b = sequences, l = length;
+        fit(x, {rows(), e}), fit(normed, {rows(), e}), fit(hidden, {rows(), i});
+        fit(up, {gated ? rows() : 0, i});
+    }
+    static void fit(Array<T>& a, const Shape& shape) {
+        if (shape_of(a) != shape) a = Array<T>::from_shape(shape);
+    }
 };
+
+// Rows [0, B*L) of A, then for each entry s of FROM the L rows of sequence s: A grown by forks.
+template <class T>
+void append_sequences(Array<T>& a, std::size_t b, std::size_t l, const std::vector<std::size_t>& from) {
+    const std::size_t width = a.shape()[1];
+    Array<T> grown = Array<T>::from_shape({(b + from.size()) * l, width});
+    std::copy(a.data(), a.data() + b * l * width, grown.data());
+    for (std::size_t k = 0; k < from.size(); ++k)
+        std::copy_n(a.data() + from[k] * l * width, l * width, grown.data() + (b + k) * l * width);
+    a = std::move(grown);
+}
+
+// Reports SITE of layer N, VALUES (B*L rows of WIDTH) of the batch in A, to the observer when it
+// asks: VALUES become what it left, and the batch grows by the sequences it forked (their residual
+// stream, and BLOOM's normed residual, copied from the sequences they came from). head_out is
+// read only: no fork there.
+template <class T>
+void report_site(ModelObserver<T>& observer, Site site, std::size_t n, Array<T>& values, Activations<T>& a,
+                 std::size_t heads = 0, const T* bias = nullptr) {
+    if (!observer.wants_site(site, n)) return;
+    const std::size_t width = values.shape()[1];
+    SiteValues<T> sv(site, n, a.b, a.l, width, heads, bias);
+    std::copy(values.begin(), values.end(), sv.values().begin());
+    observer.at_site(sv);
+    const std::vector<std::size_t>& from = sv.forked_from();
+    if (site == Site::head_out && !from.empty()) throw std::logic_error("head_out is read only: no fork there");
+    if (!from.empty()) values = Array<T>::from_shape({sv.sequences() * a.l, width});
+    std::copy(sv.values().begin(), sv.values().end(), values.begin());
+    if (from.empty()) return;
+    if (&values != &a.x) append_sequences(a.x, a.b, a.l, from);
+    append_sequences(a.normed, a.b, a.l, from);
+    a.resize(a.b + from.size(), a.l);
+}
 
 template <class T>
 NormWeights<T> norm_of(NormKind kind, double eps, const std::optional<Array<T>>& w, const std::optional<Array<T>>& b) {
     return {kind, w ? w->data() : nullptr, b ? b->data() : nullptr, eps};
 }
 
-// ---- the products ---------------------------------------------------------------------------
-
-// Y[r0:r1, c0:c1] := X[r0:r1] (rows of IN) · W[c0:c1]ᵀ + beta · Y, Y with leading dim LDY.
-template <class T>
-void product(const T* x, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1, const Linear<T>& w, T* y,
-             std::size_t ldy, T beta) {
-    const std::size_t in = w.in(), out = w.out();
-    const T* b = w.conv1d ? w.weight() + c0 : w.weight() + c0 * in;
-    gemm<T>(false, !w.conv1d, r1 - r0, c1 - c0, in, T(1), x + r0 * in, in, b, w.conv1d ? out : in, beta,
-            y + r0 * ldy + c0, ldy);
-}
-
-// Y (rows, out) at LDY := X · Wᵀ + b + beta · Y.
-template <class T>
-void linear(const T* x, std::size_t rows, const Linear<T>& w, T* y, std::size_t ldy, T beta, std::size_t threads) {
-    split_product(rows, w.out(), threads, [&](std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
-        product(x, r0, r1, c0, c1, w, y, ldy, beta);
-        if (!w.b) return;
-        const T* b = w.b->data();
-        for (std::size_t r = r0; r < r1; ++r)
-            for (std::size_t c = c0; c < c1; ++c) y[r * ldy + c] += b[c];
-    });
-}
-
 // ---- the stages -----------------------------------------------------------------------------
 
-// embed: hidden_states[0] into A.x: the token rows, plus the family's position and token type
-// rows, through its embedding norm.
+// Gemma's embedding normalizer sqrt(E) as the model computes it: a float32 tensor
+// (GemmaTextScaledWordEmbedding's embed_scale buffer, torch.tensor(hidden_size**0.5)) cast to the
+// embeddings' dtype DTYPE ("BF16", "F16", "F32", ...): sqrt(3072) = 55.4256 is 55.5 in bf16.
+double embedding_normalizer(std::size_t e, const std::string& dtype) {
+    const float f = static_cast<float>(std::sqrt(static_cast<double>(e)));
+    // round to nearest even, keeping F16's 10 or BF16's 7 mantissa bits (sqrt(E) is a normal
+    // number of both, far from their largest)
+    const int dropped = dtype == "F16" ? 13 : dtype == "BF16" ? 16 : 0;
+    if (dropped == 0) return f;
+    std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
+    const std::uint32_t half = (1u << (dropped - 1)) - 1u;
+    bits += half + ((bits >> dropped) & 1u);
+    return std::bit_cast<float>(bits & ~((1u << dropped) - 1u));
+}
+
+// embed: hidden_states[0] of each sequence of IDS into A.x: the token rows, plus the family's
+// position and token type rows, through its embedding norm.
 template <class T>
-void embed(const Model& model, const std::vector<std::uint32_t>& ids, Activations<T>& a) {
+void embed(const Model& model, const std::vector<std::vector<std::uint32_t>>& ids, Activations<T>& a) {
     const ModelConfig& m = model.config;
     const ModelTensors& t = *model.tensors;
-    const std::vector<std::size_t> tokens(ids.begin(), ids.end());
-    gather_rows(t, *ModelTensors::find(t.embeddings, Canonical::token_embedding), tokens, a.x.data());
+    const ModelTensor& tokens = *ModelTensors::find(t.embeddings, Canonical::token_embedding);
+    for (std::size_t s = 0; s < a.b; ++s)
+        gather_rows(t, tokens, std::vector<std::size_t>(ids[s].begin(), ids[s].end()), a.x.data() + s * a.l * a.e);
+    if (m.scale_embeddings) {  // Gemma: x sqrt(E) as the embeddings' dtype holds it
+        const T normalizer = T(embedding_normalizer(m.hidden, tokens.stored.dtype));
+        for (T& v : a.x) v *= normalizer;
+    }
     if (m.embedding == Embedding::tokens) return;
     const T* positions = nullptr;
     if (m.embedding == Embedding::tokens_positions || m.embedding == Embedding::bert) {
-        gather_rows(t, *ModelTensors::find(t.embeddings, Canonical::position_embedding),
-                    position_ids(ids, m.position_offset, m.padding_idx), a.normed.data());
+        for (std::size_t s = 0; s < a.b; ++s)
+            gather_rows(t, *ModelTensors::find(t.embeddings, Canonical::position_embedding),
+                        position_ids(ids[s], m.position_offset, m.padding_idx), a.normed.data() + s * a.l * a.e);
         positions = a.normed.data();
     }
     std::optional<Array<T>> type_row;  // BERT: every token is of type 0
@@ -104,19 +170,33 @@ void embed(const Model& model, const std::vector<std::uint32_t>& ids, Activation
     const auto w = load_small<T>(t, t.embeddings, Canonical::embed_norm_weight);
     const auto b = load_small<T>(t, t.embeddings, Canonical::embed_norm_bias);
     const bool normed = m.embedding != Embedding::tokens_positions;
-    add_and_norm(a.x.data(), positions, type_row ? type_row->data() : nullptr, normed ? a.x.data() : nullptr, a.l, a.e,
-                 norm_of(m.norm, m.norm_eps, w, b), a.threads);
+    add_and_norm(a.x.data(), positions, type_row ? type_row->data() : nullptr, normed ? a.x.data() : nullptr, a.rows(),
+                 a.e, norm_of(m.norm, m.norm_eps, w, b), a.threads);
 }
 
-// attention: layer C's self-attention on IN (L, E) (already through its norm), as mha --model
-// runs it; what the observers ask for goes to them. Returns the output projection's (L, E).
+// head_out: head h's Z columns [h*Pv, (h+1)*Pv) times W_o's columns of that head, (B*L, H*E).
 template <class T>
-Array<T> attention(const Array<T>& in, const BlockWeights<T>& w, const LayerConfig& c, const ForwardOptions& o,
-                   ModelObserver<T>& observer) {
+Array<T> head_outputs(const Array<T>& z, const Array<T>& w_o, std::size_t heads, std::size_t threads) {
+    const std::size_t rows = z.shape()[0], hp = z.shape()[1], pv = hp / heads, e = w_o.shape()[0];
+    Array<T> out = Array<T>::from_shape({rows, heads * e});
+    parallel_for(heads, threads, [&](std::size_t h, std::size_t) {
+        gemm<T>(false, true, rows, e, pv, T(1), z.data() + h * pv, hp, w_o.data() + h * pv, hp, T(0),
+                out.data() + h * e, heads * e);
+    });
+    return out;
+}
+
+// attention: layer C's self-attention on IN (B*L, E) (already through its norm), as mha --model
+// runs it, up to the heads' context z; the z site (which may fork); the output projection.
+// Returns the attention's output (B*L, E) for the batch as it is after the z site.
+template <class T>
+Array<T> attention(Array<T>& in, const BlockWeights<T>& w, const LayerConfig& c, const ForwardOptions& o,
+                   ModelObserver<T>& observer, Activations<T>& a, const NormWeights<T>* post_norm = nullptr) {
     const PositionStages<T> positions = positions_for_layer(c, w.attention, true);
     const bool summarized = o.attention_layers.empty() || o.attention_layers[c.layer];
     AttentionOptions ao;
     ao.scale = c.scale;
+    ao.softcap = c.softcap;
     ao.threads = o.threads;
     ao.row_stats = summarized && o.row_stats;
     ao.pooled_cells = summarized ? o.pooled_cells : 0;
@@ -124,29 +204,69 @@ Array<T> attention(const Array<T>& in, const BlockWeights<T>& w, const LayerConf
         ao.weights_sink = [&](std::size_t first, const void* data, std::size_t count) {
             observer.attention_rows(c.layer, first, static_cast<const T*>(data), count);
         };
-    const MhaConfig config{c.heads, c.kv_heads, true, false};
+    const MhaConfig config{c.heads, c.kv_heads, false, false};  // the output projection is ours, after z
+    in.reshape({a.b, a.l, a.e});
     AttentionResult<T> r = mha(in, in, in, w.attention.attn, config, Masks<T>{}, ao, static_cast<Observer<T>*>(nullptr),
                                positions.any() ? &positions : nullptr);
+    in.reshape({a.rows(), a.e});
     observer.attention_done({c.layer, r.row_stats ? &*r.row_stats : nullptr, r.pooled ? &*r.pooled : nullptr,
                              r.empty_rows, r.scale});
-    return std::move(r.output);
+    Array<T> z = std::move(r.output);
+    z.reshape({a.rows(), z.size() / a.rows()});
+    report_site(observer, Site::z, c.layer, z, a, c.heads);
+    const Array<T>& w_o = *w.attention.attn.w_o;
+    const T* b_o = w.attention.attn.b_o ? w.attention.attn.b_o->data() : nullptr;
+    if (observer.wants_site(Site::head_out, c.layer)) {
+        Array<T> per_head = head_outputs(z, w_o, c.heads, a.threads);
+        report_site(observer, Site::head_out, c.layer, per_head, a, c.heads, b_o);
+    }
+    Array<T> out = Array<T>::from_shape({a.rows(), a.e});
+    linear(z.data(), a.rows(), WeightView<T>{w_o.data(), w_o.shape()[0], w_o.shape()[1], false, b_o}, out.data(), a.e,
+           T(0), a.threads);
+    if (post_norm)  // the sandwich block: attn_out is after post_attention_layernorm
+        add_and_norm(out.data(), nullptr, nullptr, out.data(), a.rows(), a.e, *post_norm, a.threads);
+    report_site(observer, Site::attn_out, c.layer, out, a);
+    return out;
 }
 
-// mlp: OUT (L, E) += fc_out(act(fc_in IN)) (+ its bias), or with the gated MLP
+// mlp: OUT (B*L, E) := fc_out(act(fc_in IN)) (+ its bias) + BETA · OUT, or with the gated MLP
 // fc_out(act(gate IN) * fc_in IN): the first products and the activation by column blocks, each
-// worker activating its own block, then the second product accumulated into OUT (the residual).
+// worker activating its own block, then the second product.
 template <class T>
-void mlp(const ModelConfig& m, const BlockWeights<T>& w, const T* in, T* out, Activations<T>& a) {
+void mlp(const ModelConfig& m, const BlockWeights<T>& w, const T* in, T* out, T beta, Activations<T>& a) {
     T* h = a.hidden.data();
     const auto bias = [](const Linear<T>& l, std::size_t c0) { return l.b ? l.b->data() + c0 : nullptr; };
-    split_product(a.l, a.i, a.threads, [&](std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
-        product(in, r0, r1, c0, c1, w.gate ? *w.gate : w.fc_in, h, a.i, T(0));
+    split_product(a.rows(), a.i, a.threads, [&](std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
+        product(in, r0, r1, c0, c1, view_of(w.gate ? *w.gate : w.fc_in), h, a.i, T(0));
         if (!w.gate) return activate(m.activation, h + r0 * a.i + c0, r1 - r0, c1 - c0, a.i, bias(w.fc_in, c0));
-        product(in, r0, r1, c0, c1, w.fc_in, a.up.data(), a.i, T(0));
+        product(in, r0, r1, c0, c1, view_of(w.fc_in), a.up.data(), a.i, T(0));
         activate_gated(m.activation, h + r0 * a.i + c0, a.i, a.up.data() + r0 * a.i + c0, a.i, r1 - r0, c1 - c0,
                        bias(*w.gate, c0), bias(w.fc_in, c0));
     });
-    linear(h, a.l, w.fc_out, out, a.e, T(1), a.threads);
+    linear(h, a.rows(), view_of(w.fc_out), out, a.e, beta, a.threads);
+}
+
+// The MLP of layer N on IN, added to the residual RESIDUAL (both (B*L, E), in A's arrays): straight
+// into it, or, when the mlp_out site is asked for, computed apart, reported (and maybe forked),
+// then added. IN and RESIDUAL name arrays of A, so that a fork grows them.
+// layer_mlp: layer N's MLP, dense (mlp) or, where the config makes it sparse, the mixture of
+// experts (moe.hpp), OUT := MLP(IN) + BETA · OUT.
+template <class T>
+void layer_mlp(const ModelConfig& m, const BlockWeights<T>& w, std::size_t n, const T* in, T* out, T beta,
+               Activations<T>& a, ModelObserver<T>& observer) {
+    if (!m.moe || !m.moe->sparse[n]) return mlp(m, w, in, out, beta, a);
+    moe_mlp(m, w, *a.tensors, n, in, a.rows(), out, beta, a.threads, observer);
+}
+
+template <class T>
+void mlp_into(const ModelConfig& m, const BlockWeights<T>& w, std::size_t n, Array<T> Activations<T>::*in,
+              Array<T> Activations<T>::*residual, Activations<T>& a, ModelObserver<T>& observer) {
+    if (!observer.wants_site(Site::mlp_out, n))
+        return layer_mlp(m, w, n, (a.*in).data(), (a.*residual).data(), T(1), a, observer);
+    Activations<T>::fit(a.sublayer, {a.rows(), a.e});
+    layer_mlp(m, w, n, (a.*in).data(), a.sublayer.data(), T(0), a, observer);
+    report_site(observer, Site::mlp_out, n, a.sublayer, a);
+    add_and_norm((a.*residual).data(), a.sublayer.data(), nullptr, nullptr, a.rows(), a.e, NormWeights<T>{}, a.threads);
 }
 
 // The pre-attention norm of layer C (its input_layernorm / ln_1).
@@ -155,136 +275,188 @@ NormWeights<T> attention_norm(const LayerConfig& c, const BlockWeights<T>& w) {
     return norm_of(c.norm, c.norm_eps, w.attention.norm_weight, w.attention.norm_bias);
 }
 
+template <class T>
+NormWeights<T> mlp_norm(const ModelConfig& m, const BlockWeights<T>& w) {
+    return norm_of(m.norm, m.norm_eps, w.mlp_norm_weight, w.mlp_norm_bias);
+}
+
 // pre_norm_block: x += attn(norm1 x); x += mlp(norm2 x). BLOOM's post_layernorm variant takes
 // both residuals from the normed values: a = norm1 x; h = norm2(a + attn a); x = h + mlp h.
 template <class T>
 void pre_norm_block(const ModelConfig& m, const BlockWeights<T>& w, const LayerConfig& c, Activations<T>& a,
                     const ForwardOptions& o, ModelObserver<T>& observer) {
-    const NormWeights<T> norm2 = norm_of(m.norm, m.norm_eps, w.mlp_norm_weight, w.mlp_norm_bias);
-    add_and_norm(a.x.data(), nullptr, nullptr, a.normed.data(), a.l, a.e, attention_norm(c, w),
-                 a.threads);
-    const Array<T> attn = attention(a.normed, w, c, o, observer);
+    add_and_norm(a.x.data(), nullptr, nullptr, a.normed.data(), a.rows(), a.e, attention_norm(c, w), a.threads);
+    const Array<T> attn = attention(a.normed, w, c, o, observer, a);
     if (m.residual == Residual::post_layernorm) {
-        add_and_norm(a.normed.data(), attn.data(), nullptr, a.x.data(), a.l, a.e, norm2, a.threads);
-        return mlp(m, w, a.x.data(), a.x.data(), a);  // x = h; x += mlp(h)
+        add_and_norm(a.normed.data(), attn.data(), nullptr, a.x.data(), a.rows(), a.e, mlp_norm(m, w), a.threads);
+        return mlp_into(m, w, c.layer, &Activations<T>::x, &Activations<T>::x, a, observer);  // x = h; x += mlp(h)
     }
-    add_and_norm(a.x.data(), attn.data(), nullptr, a.normed.data(), a.l, a.e, norm2, a.threads);
-    mlp(m, w, a.normed.data(), a.x.data(), a);
+    add_and_norm(a.x.data(), attn.data(), nullptr, a.normed.data(), a.rows(), a.e, mlp_norm(m, w), a.threads);
+    mlp_into(m, w, c.layer, &Activations<T>::normed, &Activations<T>::x, a, observer);
 }
 
 // parallel_block (NeoX use_parallel_residual): x + attn(norm1 x) + mlp(norm2 x).
 template <class T>
 void parallel_block(const ModelConfig& m, const BlockWeights<T>& w, const LayerConfig& c, Activations<T>& a,
                     const ForwardOptions& o, ModelObserver<T>& observer) {
-    add_and_norm(a.x.data(), nullptr, nullptr, a.normed.data(), a.l, a.e, attention_norm(c, w),
-                 a.threads);
-    const Array<T> attn = attention(a.normed, w, c, o, observer);
-    add_and_norm(a.x.data(), nullptr, nullptr, a.normed.data(), a.l, a.e,
-                 norm_of(m.norm, m.norm_eps, w.mlp_norm_weight, w.mlp_norm_bias), a.threads);
-    add_and_norm(a.x.data(), attn.data(), nullptr, nullptr, a.l, a.e, NormWeights<T>{}, a.threads);
-    mlp(m, w, a.normed.data(), a.x.data(), a);
+    add_and_norm(a.x.data(), nullptr, nullptr, a.normed.data(), a.rows(), a.e, attention_norm(c, w), a.threads);
+    const Array<T> attn = attention(a.normed, w, c, o, observer, a);
+    add_and_norm(a.x.data(), nullptr, nullptr, a.normed.data(), a.rows(), a.e, mlp_norm(m, w), a.threads);
+    add_and_norm(a.x.data(), attn.data(), nullptr, nullptr, a.rows(), a.e, NormWeights<T>{}, a.threads);
+    mlp_into(m, w, c.layer, &Activations<T>::normed, &Activations<T>::x, a, observer);
 }
 
 // post_norm_block (BERT): h = norm1(x + attn x); x = norm2(h + mlp h).
 template <class T>
 void post_norm_block(const ModelConfig& m, const BlockWeights<T>& w, const LayerConfig& c, Activations<T>& a,
                      const ForwardOptions& o, ModelObserver<T>& observer) {
-    const Array<T> attn = attention(a.x, w, c, o, observer);
-    add_and_norm(a.x.data(), attn.data(), nullptr, a.x.data(), a.l, a.e,
-                 norm_of(m.norm, m.norm_eps, w.mlp_norm_weight, w.mlp_norm_bias), a.threads);
-    mlp(m, w, a.x.data(), a.x.data(), a);  // x = h + mlp(h)
-    add_and_norm(a.x.data(), nullptr, nullptr, a.x.data(), a.l, a.e,
+    const Array<T> attn = attention(a.x, w, c, o, observer, a);
+    add_and_norm(a.x.data(), attn.data(), nullptr, a.x.data(), a.rows(), a.e, mlp_norm(m, w), a.threads);
+    mlp_into(m, w, c.layer, &Activations<T>::x, &Activations<T>::x, a, observer);  // x = h + mlp(h)
+    add_and_norm(a.x.data(), nullptr, nullptr, a.x.data(), a.rows(), a.e,
                  norm_of(m.norm, m.norm_eps, w.out_norm_weight, w.out_norm_bias), a.threads);
+}
+
+// sandwich_block (Gemma 2 / 3, OLMo 2): h = x + post1(attn(norm1 x)); x = h + post2(mlp(norm2 h)),
+// norm1 / norm2 a copy where the layer has none (OLMo 2). attn_out and mlp_out are the sublayers'
+// outputs after their post norms, as they are added to the residual stream.
+template <class T>
+void sandwich_block(const ModelConfig& m, const BlockWeights<T>& w, const LayerConfig& c, Activations<T>& a,
+                    const ForwardOptions& o, ModelObserver<T>& observer) {
+    const NormWeights<T> post_attention = norm_of(m.norm, m.norm_eps, w.post_attention_norm, std::optional<Array<T>>{});
+    const NormWeights<T> post_mlp = norm_of(m.norm, m.norm_eps, w.post_mlp_norm, std::optional<Array<T>>{});
+    add_and_norm(a.x.data(), nullptr, nullptr, a.normed.data(), a.rows(), a.e, attention_norm(c, w), a.threads);
+    Array<T> attn = attention(a.normed, w, c, o, observer, a, &post_attention);
+    const NormWeights<T> pre_mlp = w.mlp_norm_weight ? mlp_norm(m, w) : NormWeights<T>{};  // OLMo 2: none
+    add_and_norm(a.x.data(), attn.data(), nullptr, a.normed.data(), a.rows(), a.e, pre_mlp, a.threads);
+    Activations<T>::fit(a.sublayer, {a.rows(), a.e});
+    layer_mlp(m, w, c.layer, a.normed.data(), a.sublayer.data(), T(0), a, observer);
+    add_and_norm(a.sublayer.data(), nullptr, nullptr, a.sublayer.data(), a.rows(), a.e, post_mlp, a.threads);
+    report_site(observer, Site::mlp_out, c.layer, a.sublayer, a);
+    add_and_norm(a.x.data(), a.sublayer.data(), nullptr, nullptr, a.rows(), a.e, NormWeights<T>{}, a.threads);
 }
 
 template <class T>
 void block(const ModelConfig& m, const BlockWeights<T>& w, std::size_t n, Activations<T>& a, const ForwardOptions& o,
            ModelObserver<T>& observer) {
+    report_site(observer, Site::resid_pre, n, a.x, a);
     const LayerConfig& c = m.layers[n];
     switch (m.residual) {
     case Residual::pre_norm:
     case Residual::post_layernorm: return pre_norm_block(m, w, c, a, o, observer);
     case Residual::parallel: return parallel_block(m, w, c, a, o, observer);
     case Residual::post_norm: return post_norm_block(m, w, c, a, o, observer);
+    case Residual::sandwich: return sandwich_block(m, w, c, a, o, observer);
     }
-}
-
-// final_norm: the norm after the last block, in place (none for BERT).
-template <class T>
-void final_norm(const Model& model, Activations<T>& a) {
-    const ModelConfig& m = model.config;
-    if (!m.final_norm) return;
-    const ModelTensors& t = *model.tensors;
-    const auto w = load_small<T>(t, t.final_norm, Canonical::final_norm_weight);
-    const auto b = load_small<T>(t, t.final_norm, Canonical::final_norm_bias);
-    add_and_norm(a.x.data(), nullptr, nullptr, a.x.data(), a.l, a.e, norm_of(m.norm, m.norm_eps, w, b),
-                 a.threads);
-}
-
-// The masked-LM head's transform (BERT cls.predictions.transform, RoBERTa lm_head.dense /
-// layer_norm) of X (P, E): norm(act(dense X)).
-template <class T>
-Array<T> mlm_transform(const Model& model, const Array<T>& x, std::size_t threads) {
-    const ModelConfig& m = model.config;
-    const ModelTensors& t = *model.tensors;
-    const std::size_t p = x.shape()[0];
-    Linear<T> dense{*load_small<T>(t, t.head, Canonical::head_dense), load_small<T>(t, t.head, Canonical::head_dense_bias),
-                    false, nullptr, {}};
-    Array<T> y = Array<T>::from_shape({p, m.hidden});
-    linear(x.data(), p, dense, y.data(), m.hidden, T(0), threads);
-    activate(m.head_activation, y.data(), p, m.hidden, m.hidden, nullptr);
-    const auto w = load_small<T>(t, t.head, Canonical::head_norm_weight);
-    const auto b = load_small<T>(t, t.head, Canonical::head_norm_bias);
-    add_and_norm(y.data(), nullptr, nullptr, y.data(), p, m.hidden,
-                 norm_of(NormKind::layer_norm, m.norm_eps, w, b), threads);
-    return y;
-}
-
-// head: logits (P, V) of X (P, E) after the final norm: X · Wᵀ (+ bias), W (V, E) the head's
-// own or the token embeddings, read in blocks of kHeadRows vocabulary rows, one block per task,
-// each worker converting its block into its own buffer, or reading it in place when the file
-// holds it as T, its pages dropped after: W is never held whole.
-template <class T>
-Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T* destination = nullptr) {
-    constexpr std::size_t kHeadRows = 512;
-    const ModelConfig& m = model.config;
-    const ModelTensors& t = *model.tensors;
-    const Array<T> x = m.head == Head::masked_lm ? mlm_transform(model, final, threads) : final;
-    const ModelTensor* w = m.tied ? ModelTensors::find(t.embeddings, Canonical::token_embedding)
-                                  : ModelTensors::find(t.head, Canonical::head_decoder);
-    const auto bias = load_small<T>(t, t.head, Canonical::head_bias);
-    const std::size_t p = x.shape()[0], e = m.hidden, v = m.vocab, blocks = (v + kHeadRows - 1) / kHeadRows;
-    Array<T> held;  // empty when the caller gave the (P, V) logits their place
-    T* logits = destination ? destination : (held = Array<T>::from_shape({p, v})).data();
-    threads = std::min(threads, blocks);
-    const T* in_file = t.files->in_place<T>(w->stored.name, 0, 0);  // each block's pages mapped by its task
-    std::vector<std::vector<T>> staged(in_file ? 0 : threads, std::vector<T>(kHeadRows * e));
-    parallel_for(blocks, threads, [&](std::size_t blk, std::size_t worker) {
-        const std::size_t v0 = blk * kHeadRows, v1 = std::min(v, v0 + kHeadRows);
-        const T* rows = in_file ? t.files->in_place<T>(w->stored.name, v0, v1) : staged[worker].data();
-        if (!in_file) t.files->read_rows(w->stored.name, v0, v1, staged[worker].data());
-        gemm<T>(false, true, p, v1 - v0, e, T(1), x.data(), e, rows, e, T(0), logits + v0, v);
-        if (bias)
-            for (std::size_t r = 0; r < p; ++r)
-                for (std::size_t c = v0; c < v1; ++c) logits[r * v + c] += bias->data()[c];
-        if (in_file) t.files->release(w->stored.name, v0, v1);
-    });
-    return held;
-}
-
-// The logits asked for: every position, or the rows of LOGIT_POSITIONS.
-template <class T>
-Array<T> logits(const Model& model, const Activations<T>& a, const ForwardOptions& o) {
-    if (o.all_logits) return head(model, a.x, a.threads, static_cast<T*>(o.logits_destination));
-    Array<T> rows = Array<T>::from_shape({o.logit_positions.size(), a.e});
-    for (std::size_t i = 0; i < o.logit_positions.size(); ++i) {
-        const T* src = a.x.data() + o.logit_positions[i] * a.e;
-        std::copy(src, src + a.e, rows.data() + i * a.e);
-    }
-    return head(model, rows, a.threads);
 }
 
 }  // namespace
+
+// ---- ForwardPass --------------------------------------------------------------------------------
+
+template <class T>
+struct ForwardPass<T>::State {
+    const Model& model;
+    ForwardOptions options;
+    ModelObserver<T>& observer;
+    Activations<T> a;
+    BlockWeights<T> w;  // one block at a time, each read into the previous one's arrays
+    std::size_t next = 0;
+    bool started = false;
+
+    State(const Model& m, const ForwardOptions& o, ModelObserver<T>& obs)
+        : model(m), options(o), observer(obs), a(m.config, thread_count(o.threads), m.tensors.get()) {
+        options.threads = a.threads;
+    }
+};
+
+template <class T>
+ForwardPass<T>::ForwardPass(const Model& model, const ForwardOptions& options, ModelObserver<T>& observer)
+    : state_(std::make_unique<State>(model, options, observer)) {}
+template <class T>
+ForwardPass<T>::~ForwardPass() = default;
+
+template <class T>
+void ForwardPass<T>::embed(const std::vector<std::vector<std::uint32_t>>& ids, const std::string& what) {
+    State& s = *state_;
+    if (ids.empty()) throw InputError(what + ": no sequences to run");
+    for (const auto& seq : ids) {
+        check_ids(s.model.config, seq, what);
+        if (seq.size() != ids.front().size())
+            throw InputError(what + ": sequences of " + std::to_string(ids.front().size()) + " and " +
+                             std::to_string(seq.size()) + " tokens cannot run as one batch");
+    }
+    const SingleThreadedBlas blas;  // our workers split every product; BLAS runs inside them
+    s.a.resize(ids.size(), ids.front().size());
+    attntrace::embed(s.model, ids, s.a);
+    s.next = 0, s.started = true;
+    s.observer.hidden_state(0, s.a.x.data(), s.a.rows(), s.a.e);
+}
+
+template <class T>
+void ForwardPass<T>::resume(std::size_t layer, Array<T> x, std::size_t sequences) {
+    State& s = *state_;
+    const std::size_t e = s.model.config.hidden;
+    if (sequences == 0 || x.dimension() != 2 || x.shape()[1] != e || x.shape()[0] % sequences != 0 ||
+        layer > s.model.config.layers.size())
+        throw ShapeError("resume: a residual stream of shape " + shape_string(x.shape()) + " for " +
+                         std::to_string(sequences) + " sequences at layer " + std::to_string(layer));
+    const std::size_t length = x.shape()[0] / sequences;
+    s.a.x = std::move(x);
+    s.a.resize(sequences, length);
+    s.next = layer, s.started = true;
+}
+
+template <class T>
+void ForwardPass<T>::run_until(std::size_t layer) {
+    State& s = *state_;
+    const ModelConfig& m = s.model.config;
+    if (!s.started) throw UsageError("forward: run_until before embed or resume");
+    layer = std::min(layer, m.layers.size());
+    const SingleThreadedBlas blas;
+    for (; s.next < layer; ++s.next) {
+        const std::size_t n = s.next;
+        load_block(*s.model.tensors, n, s.w);
+        block(m, s.w, n, s.a, s.options, s.observer);
+        release_block(*s.model.tensors, n);
+        if (n + 1 == m.layers.size()) {
+            report_site(s.observer, Site::resid_final, m.layers.size(), s.a.x, s.a);
+            s.w = {};  // the head's blocks take its place
+            final_norm_rows(s.model, s.a.x.data(), s.a.rows(), s.a.threads);
+        }
+        s.observer.hidden_state(n + 1, s.a.x.data(), s.a.rows(), s.a.e);
+    }
+}
+
+template <class T>
+std::size_t ForwardPass<T>::next_layer() const { return state_->next; }
+template <class T>
+std::size_t ForwardPass<T>::sequences() const { return state_->a.b; }
+template <class T>
+std::size_t ForwardPass<T>::length() const { return state_->a.l; }
+template <class T>
+const Array<T>& ForwardPass<T>::residual() const { return state_->a.x; }
+
+template <class T>
+Array<T> ForwardPass<T>::logits(const std::vector<std::size_t>& positions, T* destination) {
+    State& s = *state_;
+    const Activations<T>& a = s.a;
+    if (s.next != s.model.config.layers.size()) throw UsageError("logits: the forward has not run every layer");
+    if (!s.model.has_head()) throw UsageError("logits: " + s.model.head_missing);
+    for (std::size_t p : positions)
+        if (p >= a.l) throw UsageError("logit positions: " + std::to_string(p) + " is past the sequence");
+    const SingleThreadedBlas blas;
+    if (positions.size() == a.l) {  // every position: the rows as they are
+        bool all = true;
+        for (std::size_t i = 0; i < positions.size(); ++i) all = all && positions[i] == i;
+        if (all) return head(s.model, a.x, a.threads, destination);
+    }
+    Array<T> rows = Array<T>::from_shape({a.b * positions.size(), a.e});
+    for (std::size_t b = 0; b < a.b; ++b)
+        for (std::size_t i = 0; i < positions.size(); ++i)
+            std::copy_n(a.x.data() + (b * a.l + positions[i]) * a.e, a.e, rows.data() + (b * positions.size() + i) * a.e);
+    return head(s.model, rows, a.threads, destination);
+}
 
 template <class T>
 ForwardResult<T> forward(const Model& model, const std::vector<std::uint32_t>& ids, const ForwardOptions& options,
@@ -297,44 +469,43 @@ ForwardResult<T> forward(const Model& model, const std::vector<std::uint32_t>& i
     if (need_head && !model.has_head()) throw UsageError("logits: " + model.head_missing);
     const std::size_t layers =
         need_head || options.layers == 0 ? m.layers.size() : std::min(options.layers, m.layers.size());
-    const SingleThreadedBlas blas;  // our workers split every product; BLAS runs inside them
-    Activations<T> a(m, ids.size(), thread_count(options.threads));
-    embed(model, ids, a);
-    observer.hidden_state(0, a.x.data(), a.l, a.e);
-    BlockWeights<T> w;  // one block at a time, each read into the previous one's arrays
-    for (std::size_t n = 0; n < layers; ++n) {
-        load_block(*model.tensors, n, w);
-        block(m, w, n, a, options, observer);
-        release_block(*model.tensors, n);
-        if (n + 1 == m.layers.size()) final_norm(model, a);
-        observer.hidden_state(n + 1, a.x.data(), a.l, a.e);
-    }
-    w = {};  // the head's blocks take its place
+    ForwardPass<T> pass(model, options, observer);
+    pass.embed({ids});
+    pass.run_until(layers);
     ForwardResult<T> result;
     result.layers_run = layers;
-    if (need_head) {
-        Array<T> computed = logits(model, a, options);
-        if (!(options.all_logits && options.logits_destination)) result.logits = std::move(computed);
+    if (!need_head) return result;
+    std::vector<std::size_t> positions = options.logit_positions;
+    if (options.all_logits) {
+        positions.resize(ids.size());
+        for (std::size_t i = 0; i < ids.size(); ++i) positions[i] = i;
     }
+    T* destination = options.all_logits ? static_cast<T*>(options.logits_destination) : nullptr;
+    Array<T> computed = pass.logits(positions, destination);
+    if (!destination) result.logits = std::move(computed);
     return result;
 }
 
 std::uint64_t forward_memory_bytes(const ModelConfig& m, std::size_t length, const ForwardOptions& o,
-                                   std::size_t element) {
-    const std::uint64_t l = length, e = m.hidden, i = m.intermediate, v = m.vocab;
+                                   std::size_t element, std::size_t sequences) {
+    const std::uint64_t l = std::uint64_t(length) * sequences, e = m.hidden, i = m.intermediate, v = m.vocab;
     const std::uint64_t q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
     const std::uint64_t threads = thread_count(o.threads);
     // one block's weights: q/k/v/o, their stacked copy, the MLP
-    const std::uint64_t weights = 2 * e * (q + 2 * kv) + e * q + (m.mlp == Mlp::gated ? 3 : 2) * e * i;
+    std::uint64_t weights = 2 * e * (q + 2 * kv) + e * q + (m.mlp == Mlp::gated ? 3 : 2) * e * i;
+    if (m.moe)  // the router, one expert converted at a time, the shared expert; their rows' scratch
+        weights += e * m.moe->experts + 3 * e * (m.moe->intermediate + m.moe->shared_intermediate) +
+                   l * (m.moe->experts + 2 * e + 2 * std::max(m.moe->intermediate, m.moe->shared_intermediate));
     const std::uint64_t activations = 4 * l * e + (m.mlp == Mlp::gated ? 2 : 1) * l * i + 2 * l * (q + 2 * kv);
-    const std::uint64_t attention = threads * 256 * l;  // each worker's block of weight rows
-    const std::uint64_t p = o.all_logits ? l : o.logit_positions.size();
+    const std::uint64_t attention = threads * 256 * length;  // each worker's block of weight rows
+    const std::uint64_t p = (o.all_logits ? length : o.logit_positions.size()) * sequences;
     const std::uint64_t head = p ? p * v + threads * 512 * e : 0;
     return (weights + activations + attention + head) * element;
 }
 
 #define ATTNTRACE_FORWARD(T)                                                                                 \
     template class ObserverList<T>;                                                                          \
+    template class ForwardPass<T>;                                                                           \
     template ForwardResult<T> forward(const Model&, const std::vector<std::uint32_t>&, const ForwardOptions&, \
                                       ModelObserver<T>&);
 ATTNTRACE_FORWARD(float)

@@ -1,5 +1,6 @@
-// A whole model opened (model.hpp): config.json read for every layer and for what surrounds the
-// layers, and every tensor found and shape-checked, through the family's description alone.
+// A whole model opened (model.hpp): its source opened (model_source.hpp), the configuration
+// read for every layer and for what surrounds the layers through the family's description, and
+// every tensor found and shape-checked (resolve.hpp).
 #include "attntrace/model/model.hpp"
 
 #include <algorithm>
@@ -9,22 +10,25 @@
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/tensor/numbers.hpp"
 #include "model_tensors.hpp"
+#include "resolve.hpp"
+#include "model_source.hpp"
 
 namespace attntrace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-ModelConfig read_model_config(const json& config, const std::string& source) {
+ModelConfig read_model_config(const json& config, const std::string& source,
+                              const std::map<std::string, std::string>* key_names) {
     ModelConfig m;
-    const LayerConfig first = read_layer_config(config, source, 0);
+    const LayerConfig first = read_layer_config(config, source, 0, key_names);
     m.layers.push_back(first);
-    for (std::size_t n = 1; n < first.layers; ++n) m.layers.push_back(read_layer_config(config, source, n));
+    for (std::size_t n = 1; n < first.layers; ++n) m.layers.push_back(read_layer_config(config, source, n, key_names));
     m.model_type = first.model_type;
     m.family = first.family;
     m.hidden = first.hidden, m.heads = first.heads, m.kv_heads = first.kv_heads, m.head_dim = first.head_dim;
     m.values = first.values;
-    const ConfigReader r{config, source, m.values};
+    const ConfigReader r{config, source, m.values, key_names};
     m.family->read_model(r, m);
     read_special_ids(r, m);
     return m;
@@ -36,56 +40,12 @@ const ModelTensor* ModelTensors::find(const std::vector<ModelTensor>& list, Cano
     return nullptr;
 }
 
-namespace {
-
-std::vector<ModelTensor> resolve_all(CheckpointFiles& files, const std::string& dir, const std::string& prefix,
-                                     const std::vector<TensorSpec>& specs) {
-    std::vector<ModelTensor> out;
-    for (const TensorSpec& spec : specs) out.push_back({spec, resolve_tensor(files, dir, prefix, spec)});
-    return out;
-}
-
-// The head's tensors, or why there is none (Model::head_missing).
-std::string resolve_head(ModelTensors& t, const ModelConfig& m, const std::string& dir) {
-    const std::vector<TensorSpec> specs = m.family->head_tensors(m);
-    if (specs.empty()) return "";  // tied: the token embeddings are the head
-    const TensorSpec& first = specs.front();
-    if (!t.files->names().count(first.role)) {
-        if (m.head == Head::masked_lm)
-            return dir + " has no masked-LM head (no " + first.role + "): it was saved without one (" + m.model_type +
-                   "Model), so it has no logits";
-        return dir + ": missing tensor '" + first.role + "' " + first.formula + " (tie_word_embeddings is false)";
-    }
-    t.head = resolve_all(*t.files, dir, "", specs);
-    return "";
-}
-
-}  // namespace
-
-Model open_model(const std::string& dir) {
-    const json config = read_config(dir);
+Model open_model(const std::string& path) {
     Model model;
-    model.dir = dir;
-    model.config = read_model_config(config, (fs::path(dir) / "config.json").string());
-    const ModelConfig& m = model.config;
-    auto tensors = std::make_shared<ModelTensors>();
-    tensors->files = CheckpointFiles::open(dir);
-    CheckpointFiles& files = *tensors->files;
-    const std::vector<TensorSpec> embeddings = m.family->embedding_tensors(m);
-    const auto prefix = find_prefix(files.names(), embeddings.front().role);
-    if (!prefix)
-        throw InputError(dir + ": no tensor '" + embeddings.front().role + "' (with any prefix): the token embeddings of a " +
-                         m.model_type + " checkpoint");
-    tensors->prefix = *prefix;
-    tensors->embeddings = resolve_all(files, dir, *prefix, embeddings);
-    const std::vector<TensorSpec> block = m.family->block_tensors(m);
-    for (std::size_t n = 0; n < m.layers.size(); ++n) {
-        tensors->attention.push_back(resolve_layer(dir, config, tensors->files, n));
-        tensors->blocks.push_back(resolve_all(files, dir, *prefix + m.family->layer_stem(n), block));
-    }
-    tensors->final_norm = resolve_all(files, dir, *prefix, m.family->final_tensors(m));
-    model.head_missing = resolve_head(*tensors, m, dir);
-    model.tensors = std::move(tensors);
+    const std::shared_ptr<ModelSource> source = open_source(path);
+    model.dir = path;
+    model.config = model_config(*source);
+    model.tensors = resolve_model(source, model.config, model.head_missing);
     return model;
 }
 
@@ -95,6 +55,15 @@ std::string describe_model(const ModelConfig& m) {
     if (m.kv_heads != m.heads) o << " (" << m.kv_heads << " kv heads)";
     o << " of " << m.head_dim << ", hidden " << m.hidden << ", MLP " << m.intermediate << " "
       << activation_name(m.activation) << (m.mlp == Mlp::gated ? " gated" : "") << ", vocabulary " << m.vocab;
+    if (m.residual == Residual::sandwich) o << ", norms before and after attention and MLP";
+    if (m.scale_embeddings) o << ", embeddings x sqrt(" << m.hidden << ")";
+    if (m.final_softcap) o << ", logits soft-capped at " << format_number(*m.final_softcap);
+    if (m.moe) {
+        const auto sparse = std::count(m.moe->sparse.begin(), m.moe->sparse.end(), true);
+        o << "; " << sparse << " MoE layers: top " << m.moe->top_k << " of " << m.moe->experts << " experts of "
+          << m.moe->intermediate << (m.moe->normalize ? " (weights renormalised)" : "");
+        if (m.moe->shared_intermediate) o << " + a shared expert of " << m.moe->shared_intermediate;
+    }
     return o.str();
 }
 

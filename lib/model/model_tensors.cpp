@@ -7,6 +7,23 @@ namespace attntrace {
 
 namespace {
 
+// The Linear of W that WHAT (a weight, not a bias) feeds, or nullptr.
+template <class T>
+Linear<T>* linear_of(BlockWeights<T>& w, Canonical what) {
+    auto optional = [](std::optional<Linear<T>>& l) { return l ? &*l : &l.emplace(); };
+    switch (what) {
+    case Canonical::fc_in: return &w.fc_in;
+    case Canonical::fc_gate: return optional(w.gate);
+    case Canonical::fc_out: return &w.fc_out;
+    case Canonical::router: return optional(w.router);
+    case Canonical::shared_gate: return optional(w.shared_gate);
+    case Canonical::shared_up: return optional(w.shared_up);
+    case Canonical::shared_down: return optional(w.shared_down);
+    case Canonical::shared_expert_gate: return optional(w.shared_expert_gate);
+    default: return nullptr;
+    }
+}
+
 // Where WHAT of W is read to: its array when it already has SHAPE (the previous layer's), else a new one.
 template <class T>
 T* slot(BlockWeights<T>& w, Canonical what, const Shape& shape, bool conv1d) {
@@ -31,18 +48,29 @@ T* slot(BlockWeights<T>& w, Canonical what, const Shape& shape, bool conv1d) {
     case Canonical::fc_gate_bias: return fit(w.gate->b);  // after fc_gate (block_tensors' order)
     case Canonical::fc_out: return linear(w.fc_out);
     case Canonical::fc_out_bias: return fit(w.fc_out.b);
-    default: throw std::logic_error("not a block tensor");  // block_tensors feeds no other
+    case Canonical::post_attention_norm_weight: return fit(w.post_attention_norm);
+    case Canonical::post_mlp_norm_weight: return fit(w.post_mlp_norm);
+    default:
+        if (Linear<T>* l = linear_of(w, what)) return linear(*l);
+        throw std::logic_error("not a block tensor");  // block_tensors feeds no other
     }
 }
 
-// The Linear of W that WHAT (a weight, not a bias) feeds, or nullptr.
+// The parts of a stacked (parts * rows, in) weight M, each into its Linear of W: rows read in place
+// when the file holds T, else converted.
 template <class T>
-Linear<T>* linear_of(BlockWeights<T>& w, Canonical what) {
-    switch (what) {
-    case Canonical::fc_in: return &w.fc_in;
-    case Canonical::fc_gate: return w.gate ? &*w.gate : &w.gate.emplace();
-    case Canonical::fc_out: return &w.fc_out;
-    default: return nullptr;
+void load_parts(const ModelTensors& t, const ModelTensor& m, BlockWeights<T>& w) {
+    const std::size_t parts = m.spec.feeds.size(), in = m.stored.shape[1];
+    std::size_t r0 = 0;
+    for (std::size_t i = 0; i < parts; ++i) {
+        const std::size_t rows = m.spec.split.empty() ? m.stored.shape[0] / parts : m.spec.split[i];
+        Linear<T>& l = *linear_of(w, m.spec.feeds[i]);
+        if (const T* in_file = t.files->in_place<T>(m.stored.name, r0, r0 + rows)) {
+            l = Linear<T>{Array<T>{}, std::move(l.b), false, in_file, Shape{rows, in}};
+        } else {
+            t.files->read_rows(m.stored.name, r0, r0 + rows, slot(w, m.spec.feeds[i], Shape{rows, in}, false));
+        }
+        r0 += rows;
     }
 }
 
@@ -53,13 +81,19 @@ void load_block(const ModelTensors& t, std::size_t layer, BlockWeights<T>& w) {
     load_layer_weights(t.attention[layer], w.attention);
     for (const ModelTensor& m : t.blocks[layer]) {
         const bool conv1d = m.spec.stored == Stored::conv1d;
+        if (m.spec.feeds.size() > 1) {  // stacked parts (Phi-3's gate_up_proj), each read as its rows
+            load_parts(t, m, w);
+            continue;
+        }
         Linear<T>* l = m.stored.shape.size() == 2 ? linear_of(w, m.spec.feeds.front()) : nullptr;
         if (l)
             if (const T* in_file = t.files->in_place<T>(m.stored.name)) {
                 *l = Linear<T>{Array<T>{}, std::move(l->b), conv1d, in_file, m.stored.shape};
                 continue;
             }
-        t.files->read_into(m.stored.name, slot(w, m.spec.feeds.front(), m.stored.shape, conv1d));
+        T* into = slot(w, m.spec.feeds.front(), m.stored.shape, conv1d);
+        t.files->read_into(m.stored.name, into);
+        add_offset(m.spec, into, m.stored.shape);
     }
 }
 
@@ -71,7 +105,9 @@ template <class T>
 std::optional<Array<T>> load_small(const ModelTensors& t, const std::vector<ModelTensor>& list, Canonical what) {
     const ModelTensor* m = ModelTensors::find(list, what);
     if (!m) return std::nullopt;
-    return t.files->template read<T>(m->stored.name);
+    Array<T> a = t.files->template read<T>(m->stored.name);
+    add_offset(m->spec, a.data(), m->stored.shape);
+    return a;
 }
 
 template <class T>

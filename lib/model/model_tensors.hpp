@@ -17,46 +17,33 @@
 
 #include "attntrace/model/checkpoint.hpp"
 #include "attntrace/model/model.hpp"
-#include "checkpoint_files.hpp"
 #include "family.hpp"
+#include "model_source.hpp"
 
 namespace attntrace {
 
-// One tensor the forward reads: what the family says of it, and where it is stored.
+// One tensor the forward reads: what the family says of it (as its source stores it), and where
+// it is stored.
 struct ModelTensor {
     TensorSpec spec;
     StoredTensor stored;
 };
 
 struct ModelTensors {
-    std::shared_ptr<CheckpointFiles> files;
-    std::string prefix;                            // the base model's: "transformer.", "model.", ""
+    std::shared_ptr<ModelSource> files;           // where they are stored
+    std::string prefix;                            // the base model's: "transformer.", "model.", "" (a checkpoint's)
     std::vector<ModelTensor> embeddings;
     std::vector<CheckpointLayer> attention;        // (N) each layer's attention, as mha --model reads it
     std::vector<std::vector<ModelTensor>> blocks;  // (N) the rest of each block
+    // (N, X) a MoE layer's experts, each its gate, up and down (empty lists for a dense layer):
+    // read only when a token chose the expert (moe.hpp), not by load_block
+    std::vector<std::vector<std::vector<ModelTensor>>> experts;
     std::vector<ModelTensor> final_norm;
     std::vector<ModelTensor> head;                 // empty without a head
 
     // The tensor of LIST that feeds WHAT, or null.
     static const ModelTensor* find(const std::vector<ModelTensor>& list, Canonical what);
 };
-
-// ---- resolving (checkpoint.cpp) -------------------------------------------------------------
-
-// DIR/config.json parsed (InputError: not a folder, missing, not JSON).
-nlohmann::json read_config(const std::string& dir);
-
-// The model's prefix ("transformer.", "model.", "" ...): what comes before TAIL in NAMES.
-std::optional<std::string> find_prefix(const std::map<std::string, std::string>& names, const std::string& tail);
-
-// NAME (or SPEC.alias in its place, with the same prefix PREFIX) in FILES, its shape checked
-// against SPEC: InputError "DIR: missing tensor 'NAME' FORMULA", ShapeError for another shape.
-StoredTensor resolve_tensor(CheckpointFiles& files, const std::string& dir, const std::string& prefix,
-                            const TensorSpec& spec);
-
-// Layer N's attention tensors of the checkpoint CONFIG describes.
-CheckpointLayer resolve_layer(const std::string& dir, const nlohmann::json& config, std::shared_ptr<CheckpointFiles> files,
-                              std::size_t layer);
 
 // ---- reading (model_tensors.cpp) ------------------------------------------------------------
 
@@ -79,10 +66,23 @@ struct BlockWeights {
     LayerWeights<T> attention;
     std::optional<Array<T>> mlp_norm_weight, mlp_norm_bias;  // (E)
     std::optional<Array<T>> out_norm_weight, out_norm_bias;  // (E), BERT
+    std::optional<Array<T>> post_attention_norm, post_mlp_norm;  // (E), the sandwich block's
     Linear<T> fc_in;                                         // (I, E)
     std::optional<Linear<T>> gate;                           // (I, E), gated MLPs
     Linear<T> fc_out;                                        // (E, I)
+    std::optional<Linear<T>> router;                         // (X, E), a MoE layer
+    std::optional<Linear<T>> shared_gate, shared_up, shared_down;  // (I_s, E), (I_s, E), (E, I_s)
+    std::optional<Linear<T>> shared_expert_gate;             // (1, E)
 };
+
+// SPEC's offset added to each of the values of SHAPE at DATA (Gemma's norms: 1 + w).
+template <class T>
+void add_offset(const TensorSpec& spec, T* data, const Shape& shape) {
+    if (spec.offset == 0) return;
+    std::size_t n = 1;
+    for (std::size_t d : shape) n *= d;
+    for (std::size_t i = 0; i < n; ++i) data[i] = static_cast<T>(double(data[i]) + spec.offset);
+}
 
 // Layer N's block into W, each array of W reused when it has the shape needed (the previous
 // layer's: its pages are present, so nothing is faulted in and zeroed again).

@@ -4,6 +4,8 @@
 
 #include "attntrace/model/model_trace.hpp"
 
+#include <sstream>
+
 namespace attntrace {
 
 namespace {
@@ -41,6 +43,27 @@ std::string tokens_text(const ModelTrace& t) {
     return out + "\n";
 }
 
+// "  experts: top 2 of 4, tokens per expert 0:5 1:7 2:6 3:6"
+std::string experts_text(const LayerRouting& r) {
+    std::ostringstream out;
+    out << "  experts: top " << r.k << " of " << r.experts << ", tokens per expert";
+    for (std::size_t x = 0; x < r.tokens.size(); ++x) out << ' ' << x << ':' << r.tokens[x];
+    out << '\n';
+    return out.str();
+}
+
+// A MoE layer's routing per position: [{"ids": [K], "weights": [K]}] (null: a dense layer).
+json experts_json(const ModelTrace& t, std::size_t layer) {
+    const auto it = t.routing.find(layer);
+    if (it == t.routing.end()) return json();
+    const LayerRouting& r = it->second;
+    json positions = json::array();
+    for (std::size_t i = 0; i < r.rows; ++i)
+        positions.push_back({{"ids", std::vector<std::uint32_t>(r.chosen.begin() + i * r.k, r.chosen.begin() + (i + 1) * r.k)},
+                             {"weights", std::vector<double>(r.weights.begin() + i * r.k, r.weights.begin() + (i + 1) * r.k)}});
+    return positions;
+}
+
 std::string layers_text(const ModelTrace& t) {
     std::string out;
     if (!t.heads.empty())
@@ -58,6 +81,7 @@ std::string layers_text(const ModelTrace& t) {
             if (!role.empty()) out += "  " + role;
             out += "\n";
         }
+        if (const auto r = t.routing.find(layer); r != t.routing.end()) out += experts_text(r->second);
     }
     return out;
 }
@@ -77,29 +101,14 @@ std::string predictions_text(const ModelTrace& t) {
 
 std::string outputs_text(const ModelTrace& t) {
     std::string written;
-    for (const char* what : {"hidden_states", "attentions", "logits"}) {
+    for (const char* what : {"hidden_states", "attentions", "logits", "experts", "expert_weights"}) {
         const json& file = t.outputs.value(what, json());
         if (file.is_string()) written += (written.empty() ? "" : ", ") + std::string(what) + " " + file.get<std::string>();
     }
     return written.empty() ? "" : "wrote " + written + "\n";
 }
 
-json model_json(const ModelTrace& t) {
-    const ModelConfig& m = *t.config;
-    return {{"dir", t.dir},
-            {"model_type", m.model_type},
-            {"layers", m.layers.size()},
-            {"heads", m.heads},
-            {"kv_heads", m.kv_heads},
-            {"head_dim", m.head_dim},
-            {"hidden", m.hidden},
-            {"intermediate", m.intermediate},
-            {"vocab", m.vocab},
-            {"description", describe_model(m)},
-            {"config", m.values},
-            {"dtype", t.dtype},
-            {"threads", t.threads ? json(t.threads) : json()}};
-}
+json model_json(const ModelTrace& t) { return model_summary_json(t.dir, *t.config, t.dtype, t.threads); }
 
 json predictions_json(const ModelTrace& t) {
     if (t.predicted.empty()) return json();
@@ -125,7 +134,9 @@ json layers_json(const ModelTrace& t) {
             one["role"] = role.empty() ? json() : json(role);
             list.push_back(std::move(one));
         }
-        layers.push_back({{"layer", layer}, {"heads", std::move(list)}});
+        json entry{{"layer", layer}, {"heads", std::move(list)}};
+        if (t.config && t.config->moe) entry["experts"] = experts_json(t, layer);
+        layers.push_back(std::move(entry));
     }
     return layers;
 }
@@ -140,9 +151,30 @@ std::string render_model_text(const ModelTrace& t) {
     return out + layers_text(t) + predictions_text(t) + outputs_text(t);
 }
 
+json model_summary_json(const std::string& dir, const ModelConfig& m, const std::string& dtype, std::size_t threads) {
+    return {{"dir", dir},
+            {"model_type", m.model_type},
+            {"layers", m.layers.size()},
+            {"heads", m.heads},
+            {"kv_heads", m.kv_heads},
+            {"head_dim", m.head_dim},
+            {"hidden", m.hidden},
+            {"intermediate", m.intermediate},
+            {"vocab", m.vocab},
+            {"description", describe_model(m)},
+            {"config", m.values},
+            {"dtype", dtype},
+            {"threads", threads ? json(threads) : json()}};
+}
+
+json tokens_json(const std::vector<TraceToken>& tokens) {
+    json out = json::array();
+    for (const TraceToken& k : tokens) out.push_back({{"id", k.id}, {"token", k.token}, {"text", k.text}});
+    return out;
+}
+
 json model_trace_json(const ModelTrace& t) {
-    json tokens = json::array();
-    for (const TraceToken& k : t.tokens) tokens.push_back({{"id", k.id}, {"token", k.token}, {"text", k.text}});
+    const json tokens = tokens_json(t.tokens);
     json induction;
     if (t.induction)
         induction = {{"n", t.induction->n}, {"seed", t.induction->seed}, {"ids", t.induction->ids},

@@ -199,7 +199,7 @@ void RasterPainter::text(const TextSpec& t) {
     const TextExtent e = s_->context->set(t.text, t.size, t.bold);
     const int shift = t.anchor == Anchor::end ? e.width : t.anchor == Anchor::middle ? e.width / 2 : 0;
     lib.cairo_save(cr);
-    lib.cairo_set_source_rgb(cr, kInk.r / 255.0, kInk.g / 255.0, kInk.b / 255.0);
+    lib.cairo_set_source_rgb(cr, t.colour.r / 255.0, t.colour.g / 255.0, t.colour.b / 255.0);
     lib.cairo_translate(cr, t.x, t.y);
     if (t.vertical) lib.cairo_rotate(cr, std::numbers::pi / 2);  // the line runs down the page, its top to the right
     lib.cairo_move_to(cr, -shift, 0);
@@ -236,6 +236,7 @@ void SvgPainter::text(const TextSpec& t) {
     out += "<text class=\"" + std::string(t.cls) + "\" x=\"" + x + "\" y=\"" + y + "\"" +
            (t.vertical ? " transform=\"rotate(90 " + x + " " + y + ")\"" : "") + " font-size=\"" +
            std::to_string(static_cast<int>(t.size)) + "\"" + (t.bold ? " font-weight=\"bold\"" : "") +
+           (t.colour == kInk ? "" : " fill=\"" + hex_colour(t.colour) + "\"") +
            " text-anchor=\"" + anchor + "\" dominant-baseline=\"hanging\">" + escape_markup(t.text) + "</text>\n";
 }
 

@@ -32,6 +32,7 @@ struct TextSpec {
     bool vertical = false;          // reads downward, ink to the left of x
     const char* cls = "";           // the SVG element's class ("qlabel", "title" ...)
     bool bold = false;
+    Rgb colour{40, 40, 40};         // kInk unless a cell's colour asks for light text
 };
 
 // Width and height in pixels of TEXT set in one line at SIZE (pango's logical extents). Throws

@@ -51,3 +51,27 @@ std::string hex_colour(Rgb c) {
 }
 
 }  // namespace attntrace
+
+namespace attntrace {
+
+Rgb red_blue(double t) {
+    // matplotlib/_cm.py _RdBu_data (ColorBrewer RdBu, 11 classes), reversed: blue first.
+    static constexpr double kRdBuR[11][3] = {
+        {0.0196078431372549, 0.18823529411764706, 0.38039215686274508}, {0.12941176470588237, 0.4, 0.67450980392156867},
+        {0.2627450980392157, 0.57647058823529407, 0.76470588235294112}, {0.5725490196078431, 0.77254901960784317, 0.87058823529411766},
+        {0.81960784313725488, 0.89803921568627454, 0.94117647058823528}, {0.96862745098039216, 0.96862745098039216, 0.96862745098039216},
+        {0.99215686274509807, 0.85882352941176465, 0.7803921568627451}, {0.95686274509803926, 0.6470588235294118, 0.50980392156862742},
+        {0.83921568627450982, 0.37647058823529411, 0.30196078431372547}, {0.69803921568627447, 0.09411764705882353, 0.16862745098039217},
+        {0.40392156862745099, 0.0, 0.12156862745098039}};
+    if (std::isnan(t)) t = 0.5;
+    t = std::clamp(t, 0.0, 1.0) * 10.0;
+    const std::size_t i = std::min<std::size_t>(9, static_cast<std::size_t>(t));
+    const double f = t - double(i);
+    auto channel = [&](int c) {
+        const double v = kRdBuR[i][c] + f * (kRdBuR[i + 1][c] - kRdBuR[i][c]);
+        return static_cast<std::uint8_t>(std::lround(v * 255.0));
+    };
+    return {channel(0), channel(1), channel(2)};
+}
+
+}  // namespace attntrace

@@ -66,14 +66,14 @@ def make_checkpoint(folder, seed=0):
     np.save(os.path.join(folder, "ids.npy"), rng.integers(0, VOCAB - 1, L).astype(np.int64))
 
 
-# Run by --python in a fresh interpreter; argv: DIR logits.npy threads reps. Prints one JSON object.
-TORCH_SCRIPT = r"""
+# The checkpoint DIR = folder read into torch tensors t[name] and cfg, with read_npy, conv1d and
+# layer_norm (shared with interventions_bench.py's scripts, which set folder and threads first).
+TORCH_LOAD = r"""
 import ast, json, math, statistics, struct, sys, time
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-folder, logits_path, threads, reps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 torch.set_num_threads(threads)
 
 def read_npy(path):
@@ -104,7 +104,13 @@ def layer_norm(prefix):
     m = nn.LayerNorm(E, eps=cfg["layer_norm_epsilon"])
     m.weight.data, m.bias.data = t[prefix + ".weight"], t[prefix + ".bias"]
     return m
+"""
 
+# Run by --python in a fresh interpreter; argv: DIR logits.npy threads reps. Prints one JSON object.
+TORCH_SCRIPT = r"""
+import sys
+folder, logits_path, threads, reps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+""" + TORCH_LOAD + r"""
 class Block(nn.Module):  # transformers' GPT2Block, eager attention
     def __init__(self, i):
         super().__init__()

@@ -141,6 +141,59 @@ else
     head -5 "$work/info.json" | sed 's/^/    /'
 fi
 
+# ---- issue 36: soft-capping on both attention kernels, the new families' plans ------------------
+# on_both_kernels NAME GOLDEN OUT COMMAND...: COMMAND (writing OUT) under the blas and the avx512
+# kernels, OUT compared with GOLDEN; a kernel this CPU lacks is said and skipped.
+on_both_kernels() {
+    local name=$1 golden=$2 out=$3 kernel rc
+    shift 3
+    for kernel in blas avx512; do
+        rc=0
+        ATTNTRACE_ATTENTION_KERNEL=$kernel "$@" < /dev/null 2> "$work/stderr" || rc=$?
+        if [[ $rc == 2 ]] && grep -q "cannot run" "$work/stderr"; then
+            echo "  (kernel $kernel: not on this CPU)"
+        elif [[ $rc == 0 ]] && compare "$name/$kernel" output "$out" "$golden" 1e-4 1e-5; then
+            passed=$((passed + 1))
+        else
+            fail "$name/$kernel" "exit $rc: $(cat "$work/stderr")"
+        fi
+    done
+}
+# gemma2's layer 0 soft-caps its scores (3.0) under a window of 3: the tiled path (no weights kept)
+# must give the golden output whichever kernel is chosen (the fused one leaves capping to BLAS).
+on_both_kernels gemma2 "$MODELS/gemma2/golden/output_L0.npy" "$work/capped.npy" "$ATTNTRACE" mha \
+    --model "$MODELS/gemma2" --layer 0 -q "$MODELS/gemma2/golden/hidden_L0.npy" --trace none -o "$work/capped.npy"
+# sdpa --softcap C: numpy's tanh-capped scores, causal, on both kernels (a long enough Lk for the tiled path)
+"$PYTHON" - "$work" <<'PY'
+import sys
+import numpy as np
+rng = np.random.default_rng(5)
+q, k, v = (rng.standard_normal((2, 300, 16)).astype(np.float32) * 2 for _ in range(3))
+for name, a in (("q", q), ("k", k), ("v", v)):
+    np.save(f"{sys.argv[1]}/sc_{name}.npy", a)
+s = np.tanh(q.astype(np.float64) @ k.transpose(0, 2, 1).astype(np.float64) / 4 / 1.5) * 1.5
+s = np.where(np.tril(np.ones((300, 300), bool)), s, -np.inf)
+w = np.exp(s - s.max(-1, keepdims=True))
+np.save(f"{sys.argv[1]}/sc_golden.npy", (w / w.sum(-1, keepdims=True)) @ v.astype(np.float64))
+PY
+on_both_kernels "sdpa --softcap" "$work/sc_golden.npy" "$work/sc_out.npy" "$ATTNTRACE" sdpa -q "$work/sc_q.npy" \
+    -k "$work/sc_k.npy" -v "$work/sc_v.npy" --softcap 1.5 --causal --trace none -o "$work/sc_out.npy"
+rc=0
+"$ATTNTRACE" mha --model "$MODELS/gemma2" --layer 0 -q "$MODELS/gemma2/golden/hidden_L0.npy" --softcap 4 \
+    --trace none < /dev/null > /dev/null 2> "$work/stderr" || rc=$?
+if [[ $rc == 2 ]] && grep -q -- "--softcap: 4 but" "$work/stderr"; then passed=$((passed + 1)); else
+    fail "flags/--softcap" "exit $rc, expected 2: $(cat "$work/stderr")"; fi
+if "$ATTNTRACE" info "$MODELS/gemma2" > "$work/info.txt" 2>&1 &&
+    grep -q "RMSNorm x (1 + w) (eps 1e-06) -> .* softmax(tanh(q k^T \* 0.25 / 3) \* 3), causal, sliding window 3" "$work/info.txt" &&
+    grep -q "^  model: gemma2, 3 layers.*norms before and after attention and MLP, embeddings x sqrt(32)" "$work/info.txt" &&
+    "$ATTNTRACE" info "$MODELS/phi3" | grep -q "(fused qkv_proj \[q; k; v\]) .* rotary on 4 of 8 dims (LongRoPE)" &&
+    "$ATTNTRACE" info "$MODELS/olmo2" | grep -q "^  --model --layer 1: q/k/v projections .* q_norm/k_norm RMSNorm over the projection" &&
+    "$ATTNTRACE" info "$MODELS/olmoe" | grep -q "^  model: olmoe.*; 2 MoE layers: top 2 of 4 experts of 16"; then
+    passed=$((passed + 1))
+else
+    fail "info (issue 36 families)" "$(cat "$work/info.txt")"
+fi
+
 # ---- memory map: a >2 GB checkpoint, one layer -------------------------------------------------
 mkdir -p "$work/big"
 if "$PYTHON" "$SRC/tests/e2e/checkpoint_memory.py" "$ATTNTRACE" "$work/big" > "$work/memory.txt" 2>&1; then

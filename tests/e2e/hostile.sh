@@ -323,6 +323,17 @@ PY
 run 0 "$A" sdpa -q q30.npy -k k30.npy -v v30.npy -o o30.npy --trace none
 run 0 "$A" compare o30.npy o30_ref.npy --rtol 1e-5 --atol 1e25  # atol: 1e-5 of the values' scale
 
+# ---- hostile GGUF files: one field of a real file changed (tests/fixtures/make_gguf_hostile.py) ---
+# exit 3, one line naming the file and the problem, no logits file
+mkdir gguf
+"$PYTHON" "$FIXTURES/make_gguf_hostile.py" gguf > gguf/cases.tsv
+while IFS=$'\t' read -r name text; do
+    begin "hostile GGUF files"
+    run 3 "$A" model "gguf/$name" --ids 1,2 --logits gguf/logits.npy
+    error_line "gguf/$name: " "$text"
+    [ ! -e gguf/logits.npy ] || fail "a refused GGUF run wrote its logits"
+done < gguf/cases.tsv
+
 total=0
 for f in "${!cases[@]}"; do total=$((total + cases[$f])); done
 echo "hostile: $total cases passed"

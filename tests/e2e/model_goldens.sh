@@ -8,7 +8,9 @@
 #   - --layers subsets: --attentions holds exactly the kept layers' planes, in order, and
 #     --hidden-states stays whole (every layer still runs);
 #   - the same ids given as a comma list and as the .npy give the same bits;
-#   - a run that writes no tensor runs only up to the last kept layer and says the same of them.
+#   - a run that writes no tensor runs only up to the last kept layer and says the same of them;
+#   - a mixture of experts (golden/experts.npy): --experts the same ids, --expert-weights within the
+#     tolerance, the JSON trace's experts per position the same ids.
 # Env: ATTNTRACE (binary), SRC (repo root), PYTHON (/usr/bin/python3 with numpy).
 source "$(dirname "${BASH_SOURCE[0]}")/golden_common.bash"
 MODELS="$SRC/tests/fixtures/models"
@@ -52,6 +54,34 @@ for dir in "$MODELS"/full_*/; do
         [[ $ok == 1 ]] && passed=$((passed + 1)) || failed=$((failed + 1))
     done
 
+    # a mixture of experts: --experts equal to the golden routing, --expert-weights close, and the
+    # JSON trace's "experts" of each layer the same ids
+    if [[ -f $gold/experts.npy ]]; then
+        for dtype in f32 f64; do
+            if [[ $dtype == f32 ]]; then rtol=1e-4 atol=1e-5; else rtol=1e-9 atol=1e-10; fi
+            rm -f "$work"/{e,ew}.npy
+            if "$ATTNTRACE" model "$dir" --ids "$dir/ids.npy" --dtype $dtype --experts "$work/e.npy" \
+                --expert-weights "$work/ew.npy" --top 0 --format json < /dev/null > "$work/trace.json" 2> "$work/err" &&
+                close "$name/$dtype experts" "$work/e.npy" "$gold/experts.npy" 0 0 &&
+                close "$name/$dtype expert_weights" "$work/ew.npy" "$gold/expert_weights.npy" $rtol $atol &&
+                "$PYTHON" - "$work/trace.json" "$gold/experts.npy" "$work/e.npy" <<'PY'
+import json, sys
+import numpy as np
+trace, gold, written = json.load(open(sys.argv[1])), np.load(sys.argv[2]), np.load(sys.argv[3])
+assert written.dtype == np.int64, written.dtype
+moe = [l["experts"] for l in trace["layers"] if l["experts"] is not None]
+assert len(moe) == len(gold), (len(moe), gold.shape)
+for layer, g in zip(moe, gold):
+    assert [p["ids"] for p in layer] == g.tolist(), (layer, g)
+PY
+            then
+                passed=$((passed + 1))
+            else
+                fail "$name/$dtype routing" "$(cat "$work/err")"
+            fi
+        done
+    fi
+
     # --layers: the last layer and the first, in the order of the model
     layers=$("$PYTHON" -c 'import numpy, sys; print(numpy.load(sys.argv[1]).shape[0])' "$gold/attentions.npy")
     last=$((layers - 1))
@@ -87,6 +117,43 @@ a, b = (json.load(open(p)) for p in sys.argv[1:])
 assert [l["layer"] for l in a["layers"]] == [0] and a["layers"] == b["layers"], (a["layers"], b["layers"])
 assert a["predictions"] is None and b["predictions"]["kind"] == "next", (a["predictions"], b["predictions"])
 PY
+
+# --experts on a dense model: exit 2 naming the flag; on a MoE model whose kept layers are all dense:
+# (0, L, K), nothing to route
+rc=0
+"$ATTNTRACE" model "$MODELS/full_gpt2" --ids 1,2 --experts "$work/x.npy" < /dev/null > /dev/null 2> "$work/err" || rc=$?
+[[ $rc == 2 ]] && grep -q -- "--experts: .* is not a mixture of experts (gpt2)" "$work/err" && [[ ! -e $work/x.npy ]] &&
+    passed=$((passed + 1)) || fail "--experts on gpt2" "exit $rc: $(cat "$work/err")"
+"$ATTNTRACE" model "$MODELS/full_qwen2_moe" --ids "$MODELS/full_qwen2_moe/ids.npy" --layers 1 --top 0 \
+    --experts "$work/x.npy" < /dev/null > /dev/null 2>&1 &&
+    "$PYTHON" -c 'import numpy, sys; assert numpy.load(sys.argv[1]).shape == (0, 12, 2)' "$work/x.npy" &&
+    passed=$((passed + 1)) || fail "--experts on a dense layer" "not (0, 12, 2)"
+
+# a MoE checkpoint without one expert's w2, or with a router of the wrong shape: exit 3, one line
+# naming the tensor, before anything runs
+for broken in missing shape; do
+    rm -rf "$work/moe" && cp -r "$MODELS/full_mixtral" "$work/moe"
+    "$PYTHON" - "$work/moe" "$SRC/tests/goldens" $broken <<'PY'
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+sys.dont_write_bytecode = True
+import make_checkpoint_goldens as mcg
+import torch
+folder = Path(sys.argv[1])
+t = {k: v.to(torch.float32) for k, v in mcg.read_checkpoint(folder).items()}
+if sys.argv[3] == "missing":
+    del t["model.layers.1.block_sparse_moe.experts.3.w2.weight"]
+else:
+    t["model.layers.0.block_sparse_moe.gate.weight"] = t["model.layers.0.block_sparse_moe.gate.weight"][:3]
+mcg.write_safetensors(folder / "model.safetensors", t)
+PY
+    rc=0
+    "$ATTNTRACE" model "$work/moe" --ids 1,2,3 < /dev/null > /dev/null 2> "$work/err" || rc=$?
+    want=$([[ $broken == missing ]] && echo "experts.3.w2.weight" || echo "block_sparse_moe.gate.weight has shape")
+    [[ $rc == 3 && $(wc -l < "$work/err") == 1 ]] && grep -qF "$want" "$work/err" && passed=$((passed + 1)) ||
+        fail "MoE checkpoint, $broken tensor" "exit $rc: $(cat "$work/err")"
+done
 
 echo "model goldens: $passed passed, $failed failed"
 [[ $failed == 0 ]]

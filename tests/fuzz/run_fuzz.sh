@@ -4,22 +4,23 @@
 #   fuzz_tensor           parse_tensor (.npy, JSON) and parse_safetensors
 #   fuzz_tokenizer_json   any bytes as a tokenizer.json, then encode/decode through it
 #   fuzz_tokenizer_text   any bytes as text through six real tokenizers
+#   fuzz_gguf             any bytes as a GGUF header, every metadata value walked
 #
 #   tests/fuzz/run_fuzz.sh [SECONDS]          FUZZ_TARGETS="fuzz_tokenizer_text" narrows the list
 #
 # Configures its own clang build directory (FUZZ_BUILD_DIR, default build-fuzz in the checkout),
 # builds the targets, seeds each corpus from tests/fixtures (tensors: every .npy, .json and
 # .safetensors under 64 KiB; tokenizer.json: the tiny component files; text: the hostile texts and
-# llama.cpp's vector texts), runs each and prints how many inputs it executed. Exit status: 0 when
-# nothing was found; else the first failing fuzzer's, with the crashing input saved under
-# $FUZZ_BUILD_DIR/artifacts/<target>/.
+# llama.cpp's vector texts; gguf: every .gguf under 64 KiB), runs each and prints how many inputs
+# it executed. Exit status: 0 when nothing was found; else the first failing fuzzer's, with the
+# crashing input saved under $FUZZ_BUILD_DIR/artifacts/<target>/.
 set -euo pipefail
 
 seconds=${1:-600}
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${FUZZ_BUILD_DIR:-$src/build-fuzz}
 jobs=${JOBS:-2}
-targets=(${FUZZ_TARGETS:-fuzz_tensor fuzz_tokenizer_json fuzz_tokenizer_text})
+targets=(${FUZZ_TARGETS:-fuzz_tensor fuzz_tokenizer_json fuzz_tokenizer_text fuzz_gguf})
 each=$((seconds / ${#targets[@]}))
 [ "$each" -ge 1 ] || each=1
 
@@ -68,6 +69,9 @@ for i, t in enumerate(dict.fromkeys(texts)):
     open(os.path.join(out, f"text_{i:03d}"), "wb").write(t.encode("utf-8", "surrogatepass"))
 PY
             seed "$1" "$dir"/* "$fixtures"/tokenizers/fuzz/text/* ;;
+        fuzz_gguf)
+            mapfile -d '' files < <(find "$fixtures" -type f -name '*.gguf' -size -64k -print0)
+            seed "$1" "${files[@]}" ;;
     esac
 }
 

@@ -145,10 +145,102 @@ def np_block(kind, t, c, x, n):
     return h + (act(gate) * (m @ t["mlp.up_proj.weight"].T)) @ t["mlp.down_proj.weight"].T, w
 
 
+def np_bf16(v):
+    """V rounded to bfloat16 (round to nearest even on the float32 bits), as a float."""
+    b = np.array([v], dtype=np.float32).view(np.uint32)
+    return float(((b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000).view(np.float32)[0])
+
+
+def np_moe(t, c, y):
+    """The MoE MLP row by row (-> out (L, E), chosen (L, K), weights (L, K)): softmax over the router's
+    scores, the K largest by argsort, their sum divided out where the config says, each row the
+    weighted sum of its experts; the shared expert times sigmoid of its gate."""
+    kind, act = c["model_type"], NP_ACT[c["hidden_act"]]
+    stem = "block_sparse_moe." if kind == "mixtral" else "mlp."
+    names = ("w1", "w3", "w2") if kind == "mixtral" else ("gate_proj", "up_proj", "down_proj")
+    k = c["num_experts_per_tok"]
+
+    def mlp(pre, v):
+        return (act(v @ t[pre + names[0] + ".weight"].T) * (v @ t[pre + names[1] + ".weight"].T)) @ t[pre + names[2] + ".weight"].T
+
+    out, chosen, weights = np.zeros_like(y), [], []
+    for r, row in enumerate(y):
+        z = row @ t[stem + "gate.weight"].T
+        p = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+        top = np.argsort(-p, kind="stable")[:k]
+        w = p[top] / (p[top].sum() if kind == "mixtral" or c.get("norm_topk_prob") else 1.0)
+        for j, wj in zip(top, w):
+            out[r] += wj * mlp(f"{stem}experts.{j}.", row)
+        chosen.append(top)
+        weights.append(w)
+    if kind == "qwen2_moe":
+        g = y @ t["mlp.shared_expert_gate.weight"].T
+        shared = (act(y @ t["mlp.shared_expert.gate_proj.weight"].T) * (y @ t["mlp.shared_expert.up_proj.weight"].T))
+        out += 1 / (1 + np.exp(-g)) * (shared @ t["mlp.shared_expert.down_proj.weight"].T)
+    return out, np.array(chosen), np.array(weights)
+
+
+def np_new_block(t, c, x, n, routing):
+    """One block of issue 36's families on x (L, E) -> (output, attention weights); a MoE layer's
+    routing appended to ROUTING."""
+    kind, eps = c["model_type"], c["rms_norm_eps"]
+    one = 1.0 if kind.startswith("gemma") else 0.0
+    rms = lambda v, name: mcg.np_rms_norm(v, t[name + ".weight"] + one, eps)  # noqa: E731
+    _, _, _, w, a, _ = mcg.numpy_new_reference(t, c, x[None], n)
+    a, w = a[0], w[0]
+    act = NP_ACT[c.get("hidden_activation") or c["hidden_act"]] if kind.startswith("gemma") else NP_ACT[c["hidden_act"]]
+
+    def mlp(v, pre="mlp."):
+        return (act(v @ t[pre + "gate_proj.weight"].T) * (v @ t[pre + "up_proj.weight"].T)) @ t[pre + "down_proj.weight"].T
+
+    if kind in ("gemma2", "gemma3_text"):
+        h = x + rms(a, "post_attention_layernorm")
+        return h + rms(mlp(rms(h, "pre_feedforward_layernorm")), "post_feedforward_layernorm"), w
+    if kind == "olmo2":
+        h = x + rms(a, "post_attention_layernorm")
+        return h + rms(mlp(h), "post_feedforward_layernorm"), w
+    h = x + a
+    y = rms(h, "post_attention_layernorm")
+    if kind == "phi3":
+        gate, up = np.split(y @ t["mlp.gate_up_proj.weight"].T, 2, axis=-1)
+        return h + (up * act(gate)) @ t["mlp.down_proj.weight"].T, w
+    if kind in ("gemma", "phi3") or "mlp.gate_proj.weight" in t:  # a dense layer
+        return h + mlp(y), w
+    m, chosen, weights = np_moe(t, c, y)
+    routing.append((chosen, weights))
+    return h + m, w
+
+
+def np_new_forward(T, c, ids):
+    """issue 36's families in numpy: -> hidden_states, attentions, logits, routing [(chosen, weights)]."""
+    kind = c["model_type"]
+    gem = kind.startswith("gemma")
+    x = T["embed_tokens.weight"][ids]
+    if gem:  # sqrt(E) as float32, then bfloat16 for a bf16 checkpoint
+        scale = float(np.float32(math.sqrt(c["hidden_size"])))
+        x = x * (np_bf16(scale) if c.get("torch_dtype") == "bfloat16" else scale)
+    hidden, attn, routing = [x], [], []
+    for n in range(c["num_hidden_layers"]):
+        pre = f"layers.{n}."
+        x, w = np_new_block({k[len(pre):]: v for k, v in T.items() if k.startswith(pre)}, c, x, n, routing)
+        hidden.append(x)
+        attn.append(w)
+    hidden[-1] = x = mcg.np_rms_norm(x, T["norm.weight"] + (1.0 if gem else 0.0), c["rms_norm_eps"])
+    out = T["embed_tokens.weight"] if c.get("tie_word_embeddings", gem) else T["lm_head.weight"]
+    logits = x @ out.T
+    cap = c.get("final_logit_softcapping") if kind in ("gemma2", "gemma3_text") else None
+    if cap:
+        logits = np.tanh(logits / cap) * cap
+    return np.stack(hidden), np.stack(attn), logits, routing
+
+
 def np_forward(tensors, cfg, ids, prefix):
     """The whole model in numpy: -> hidden_states (N+1, L, E), attentions (N, H, L, L), logits or None."""
     c, kind = np_config(cfg), cfg["model_type"]
     T = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+    if kind in mcg.NEW_KINDS:
+        T["lm_head.weight"] = tensors.get("lm_head.weight")
+        return np_new_forward(T, c, ids)[:3]
     ln, length = mcg.np_layer_norm, len(ids)
     tied = c.get("tie_word_embeddings", kind in ("gpt2", "bert", "roberta", "bloom"))
     if kind == "gpt2":
@@ -343,7 +435,16 @@ def check_case(entry):
             failures.append(f"{name}: {what}: golden presence differs from the forward")
         elif out[what] is not None:
             compare(name, f"goldens {what}", out[what], np.load(path), dict(rtol=0, atol=1e-12))
-    np_hidden, np_attn, np_logits = np_forward({k: v.numpy() for k, v in tensors.items()}, cfg, ids.numpy(), prefix)
+    np_tensors = {k: v.numpy() for k, v in tensors.items()}
+    np_hidden, np_attn, np_logits = np_forward(np_tensors, cfg, ids.numpy(), prefix)
+    if kind in hf_model.MOE:  # the routing: the same experts, the same weights
+        T = {k[len(prefix):]: v for k, v in np_tensors.items() if k.startswith(prefix)}
+        T["lm_head.weight"] = np_tensors.get("lm_head.weight")
+        routing = np_new_forward(T, np_config(cfg), ids.numpy())[3]
+        compare(name, "numpy experts", out["experts"], np.stack([r[0] for r in routing]), dict(rtol=0, atol=0))
+        compare(name, "numpy expert_weights", out["expert_weights"], np.stack([r[1] for r in routing]))
+        for what in ("experts", "expert_weights"):
+            compare(name, f"goldens {what}", out[what], np.load(folder / "golden" / f"{what}.npy"), dict(rtol=0, atol=1e-12))
     compare(name, "numpy hidden_states", out["hidden_states"], np_hidden)
     compare(name, "numpy attentions", out["attentions"], np_attn)
     if (np_logits is None) != (out["logits"] is None):

@@ -128,14 +128,17 @@ def repeat_kv(x, n_rep):
     return x[:, :, None].expand(b, g, n_rep, length, p).reshape(b, g * n_rep, length, p)
 
 
-def eager_attention(q, k, v, additive, scaling):
+def eager_attention(q, k, v, additive, scaling, softcap=None):
     """q (B, H, L, P), k/v (B, G, L, P) -> context (B, L, H, P), weights (B, H, L, L).
 
     modeling_llama.py eager_attention_forward: repeat_kv, q k^T * scaling + mask, softmax, @ v,
-    transpose(1, 2)."""
+    transpose(1, 2). SOFTCAP: models/gemma2/modeling_gemma2.py eager_attention_forward, the scores
+    / softcap, tanh, * softcap, before the mask is added."""
     n_rep = q.shape[1] // k.shape[1]
     k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
     scores = torch.matmul(q, k.transpose(2, 3)) * scaling
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
     if additive is not None:
         scores = scores + additive
     weights = nn.functional.softmax(scores, dim=-1)
@@ -300,5 +303,141 @@ def bloom(t, cfg, x, layer):
     return {"normed": normed, "q_rotary": None, "k_rotary": None, "weights": weights, "output": out}
 
 
+# ------------------------------------------------------------------ the families of issue 36
+# Read from huggingface/transformers (src/transformers/models/...): gemma/modular_gemma.py and
+# gemma2/configuration_gemma2.py at 008e574391258935f3ecc3035c882e73bbcac419, gemma2/modeling_gemma2.py at
+# 006e86931247d7bacf94ad00ada1fb6baf11e94b, gemma3/modular_gemma3.py at 003320480b9eac976d31b6d4e0f02e80249a3826
+# and modeling_gemma3.py at 0018aa647bb13801f061e2d1027c326f531b59fb, phi3/modular_phi3.py at
+# 06053b84c14d72e9789fbf27844a75aa89b3ded7 and configuration_phi3.py at 008e5743..., olmo2/modular_olmo2.py at
+# 008f5c8c29be84d4721dc6d1e0fcd72300580be4, mixtral/modular_mixtral.py at 008f5c8c..., qwen2_moe/modular_qwen2_moe.py
+# at 001f85b38fb432858ace93f18622f07cec46d874, olmoe/modular_olmoe.py at 052b1dcdbe751ed16e8da95261021318f170a130,
+# the configuration_*.py of qwen2_moe / qwen3_moe / olmoe / mixtral at 008e5743..., and
+# modeling_rope_utils.py _compute_longrope_parameters at 0044e3b3facff1a1ad60b235c69d5b45beae75a4.
+
+def gemma_rms_norm(x, w, eps):
+    """models/gemma/modular_gemma.py GemmaRMSNorm.forward (Gemma2/Gemma3 copies): x * rsqrt(mean(x^2)
+    + eps) * (1.0 + weight) (computed in float32 there, in float64 here)."""
+    return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)) * (1.0 + w)
+
+
+def longrope(cfg, dim, seq_len):
+    """modeling_rope_utils.py _compute_longrope_parameters + dynamic_rope_update's
+    longrope_frequency_update: -> (inv_freq (dim/2,), attention_factor). The long factors when the
+    sequence (max(position_ids) + 1) is past original_max_position_embeddings, else the short ones;
+    with original_max_position_embeddings in the config (Phi3Config: always, 4096 by default) the
+    factor is max_position_embeddings / original_max_position_embeddings, and the attention factor
+    sqrt(1 + ln(factor) / ln(original)) unless rope_scaling gives attention_factor."""
+    rs = cfg.get("rope_parameters") or cfg.get("rope_scaling")
+    original = cfg.get("original_max_position_embeddings", 4096)
+    factor = cfg.get("max_position_embeddings", 4096) / original
+    af = rs.get("attention_factor")
+    if af is None:
+        af = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+    ext = torch.tensor(rs["long_factor"] if seq_len > original else rs["short_factor"], dtype=F64)
+    base = rs.get("rope_theta", cfg.get("rope_theta", 10000.0))
+    shape = torch.arange(0, dim, 2, dtype=torch.int64).to(F64) / dim
+    return 1.0 / (ext * base ** shape), af
+
+
+def project_heads(normed, t, name, b, length, p, norm=None):
+    """q/k/v_proj (bias when stored) -> (B, heads, L, P); NORM (a function) on (B, L, heads, P)."""
+    s = linear(normed, t, "self_attn." + name).view(b, length, -1, p)
+    return (norm(s) if norm else s).transpose(1, 2)
+
+
+def gemma(t, cfg, x, layer):
+    """gemma: GemmaAttention (LlamaAttention, scaling P^-0.5) after GemmaRMSNorm input_layernorm.
+    gemma2: models/gemma2/modeling_gemma2.py Gemma2Attention: scaling query_pre_attn_scalar^-0.5,
+    attn_logit_softcapping, the sliding window on layer_types' "sliding_attention" layers
+    (Gemma2Config: (i + 1) % 2). gemma3_text: models/gemma3 Gemma3Attention: q_norm / k_norm
+    (Gemma3RMSNorm over P) before the rotary, no soft-capping, local layers' rotary from
+    rope_local_base_freq (Gemma3TextModel.rotary_emb_local, default rope), global ones' from
+    rope_theta and rope_scaling; layer_types from sliding_window_pattern ((i + 1) % pattern)."""
+    kind, e, h = cfg["model_type"], cfg["hidden_size"], cfg["num_attention_heads"]
+    p, eps = cfg["head_dim"], cfg["rms_norm_eps"]
+    b, length, _ = x.shape
+    normed = gemma_rms_norm(x, t["input_layernorm.weight"], eps)
+    qn = kn = None
+    if kind == "gemma3_text":
+        qn = lambda s: gemma_rms_norm(s, t["self_attn.q_norm.weight"], eps)  # noqa: E731
+        kn = lambda s: gemma_rms_norm(s, t["self_attn.k_norm.weight"], eps)  # noqa: E731
+    q, k = project_heads(normed, t, "q_proj", b, length, p, qn), project_heads(normed, t, "k_proj", b, length, p, kn)
+    v = project_heads(normed, t, "v_proj", b, length, p)
+    sliding = kind != "gemma" and cfg["layer_types"][layer] == "sliding_attention"
+    rp = rope_parameters(cfg)
+    if kind == "gemma3_text" and sliding:
+        rp = {"rope_type": "default", "rope_theta": cfg["rope_local_base_freq"]}
+    cos, sin = rotary_cos_sin(inv_freq(rp, p), length)
+    q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+    window = cfg["sliding_window"] if sliding else None
+    scaling = p ** -0.5 if kind == "gemma" else cfg["query_pre_attn_scalar"] ** -0.5
+    softcap = cfg["attn_logit_softcapping"] if kind == "gemma2" else None
+    ctx, weights = eager_attention(q, k, v, causal_additive(length, window), scaling, softcap)
+    out = linear(ctx.reshape(b, length, h * p), t, "self_attn.o_proj")
+    return {"normed": normed, "q_rotary": q, "k_rotary": k, "weights": weights, "output": out}
+
+
+def phi3(t, cfg, x, layer):
+    """models/phi3/modular_phi3.py Phi3Attention.forward: qkv_proj split as [q (H*P); k (G*P);
+    v (G*P)] along the last dim, rotary on the first int(P * partial_rotary_factor) dims
+    (apply_rotary_pos_emb's q_rot / q_pass), scaling P^-0.5, the sliding window of
+    config.sliding_window on every layer, o_proj; after the RMSNorm input_layernorm."""
+    e, h, g = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    p = cfg.get("head_dim") or e // h
+    b, length, _ = x.shape
+    normed = rms_norm(x, t["input_layernorm.weight"], cfg["rms_norm_eps"])
+    qkv = linear(normed, t, "self_attn.qkv_proj", bias=False)
+    q, k, v = qkv[..., :h * p], qkv[..., h * p:(h + g) * p], qkv[..., (h + g) * p:]
+    q, k, v = (s.view(b, length, -1, p).transpose(1, 2) for s in (q, k, v))
+    dim = int(p * cfg.get("partial_rotary_factor", 1.0))
+    rp = rope_parameters(cfg)
+    af = 1.0
+    if rp["rope_type"] in ("longrope", "su", "yarn"):
+        inv, af = longrope(cfg, dim, length)
+    else:
+        inv = inv_freq(rp, dim)
+    cos, sin = rotary_cos_sin(inv, length)
+    q, k = apply_rotary(q, cos * af, sin * af), apply_rotary(k, cos * af, sin * af)
+    ctx, weights = eager_attention(q, k, v, causal_additive(length, cfg.get("sliding_window")), p ** -0.5)
+    out = linear(ctx.reshape(b, length, h * p), t, "self_attn.o_proj")
+    return {"normed": normed, "q_rotary": q, "k_rotary": k, "weights": weights, "output": out}
+
+
+def llama_moe(t, cfg, x, layer):
+    """The attention of olmo2 (models/olmo2/modular_olmo2.py Olmo2Attention: no input norm, q_norm /
+    k_norm = Llama RMSNorm over the whole q_proj / k_proj output, before the view into heads),
+    olmoe (OlmoeAttention: the same norms, after input_layernorm), mixtral (MistralAttention: the
+    window of sliding_window), qwen2_moe (Qwen2MoeAttention: q/k/v biases per qkv_bias, window on
+    layer_types' sliding layers) and qwen3_moe (Qwen3's per-head q_norm / k_norm)."""
+    kind, e, h = cfg["model_type"], cfg["hidden_size"], cfg["num_attention_heads"]
+    p, eps = cfg.get("head_dim") or e // h, cfg["rms_norm_eps"]
+    b, length, _ = x.shape
+    normed = None if kind == "olmo2" else rms_norm(x, t["input_layernorm.weight"], eps)
+    src = x if normed is None else normed
+    if kind in ("olmo2", "olmoe"):
+        q = rms_norm(linear(src, t, "self_attn.q_proj"), t["self_attn.q_norm.weight"], eps)
+        k = rms_norm(linear(src, t, "self_attn.k_proj"), t["self_attn.k_norm.weight"], eps)
+        q, k = (s.view(b, length, -1, p).transpose(1, 2) for s in (q, k))
+    else:
+        qn = kn = None
+        if kind == "qwen3_moe":
+            qn = lambda s: rms_norm(s, t["self_attn.q_norm.weight"], eps)  # noqa: E731
+            kn = lambda s: rms_norm(s, t["self_attn.k_norm.weight"], eps)  # noqa: E731
+        q, k = project_heads(src, t, "q_proj", b, length, p, qn), project_heads(src, t, "k_proj", b, length, p, kn)
+    v = project_heads(src, t, "v_proj", b, length, p)
+    cos, sin = rotary_cos_sin(inv_freq(rope_parameters(cfg), p), length)
+    q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+    window = None
+    if kind == "mixtral":
+        window = cfg.get("sliding_window")
+    if kind == "qwen2_moe" and cfg["layer_types"][layer] == "sliding_attention":
+        window = cfg["sliding_window"]
+    ctx, weights = eager_attention(q, k, v, causal_additive(length, window), p ** -0.5)
+    out = linear(ctx.reshape(b, length, h * p), t, "self_attn.o_proj")
+    return {"normed": normed, "q_rotary": q, "k_rotary": k, "weights": weights, "output": out}
+
+
 FAMILIES = {"gpt2": gpt2, "bert": bert, "llama": llama, "mistral": llama, "qwen2": llama,
-            "qwen3": llama, "gpt_neox": gpt_neox, "bloom": bloom}
+            "qwen3": llama, "gpt_neox": gpt_neox, "bloom": bloom, "gemma": gemma, "gemma2": gemma,
+            "gemma3_text": gemma, "phi3": phi3, "olmo2": llama_moe, "olmoe": llama_moe, "mixtral": llama_moe,
+            "qwen2_moe": llama_moe, "qwen3_moe": llama_moe}

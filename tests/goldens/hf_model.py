@@ -81,6 +81,58 @@ DEFAULTS = {
                      intermediate_size=24576, hidden_act="gelu", rotary_pct=0.25, rotary_emb_base=10000,
                      max_position_embeddings=2048, layer_norm_eps=1e-5, use_parallel_residual=True,
                      tie_word_embeddings=False, attention_bias=True),
+    # models/gemma/modular_gemma.py GemmaConfig (hidden_activation: 4.x GemmaMLP, see activation_name)
+    "gemma": dict(vocab_size=256000, hidden_size=3072, intermediate_size=24576, num_hidden_layers=28,
+                  num_attention_heads=16, num_key_value_heads=16, head_dim=256, hidden_act="gelu_pytorch_tanh",
+                  max_position_embeddings=8192, rms_norm_eps=1e-6, tie_word_embeddings=True, rope_theta=10000.0,
+                  attention_bias=False),
+    # models/gemma2/configuration_gemma2.py Gemma2Config (layer_types: with_defaults)
+    "gemma2": dict(vocab_size=256000, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
+                   num_attention_heads=8, num_key_value_heads=4, head_dim=256, hidden_activation="gelu_pytorch_tanh",
+                   max_position_embeddings=8192, rms_norm_eps=1e-6, tie_word_embeddings=True, rope_theta=10000.0,
+                   attention_bias=False, query_pre_attn_scalar=256, sliding_window=4096, layer_types=None,
+                   final_logit_softcapping=30.0, attn_logit_softcapping=50.0),
+    # models/gemma3/modular_gemma3.py Gemma3TextConfig (sliding_window_pattern 6 when layer_types is None)
+    "gemma3_text": dict(vocab_size=262208, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
+                        num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+                        hidden_activation="gelu_pytorch_tanh", max_position_embeddings=131072, rms_norm_eps=1e-6,
+                        tie_word_embeddings=True, rope_theta=1000000.0, attention_bias=False,
+                        query_pre_attn_scalar=256, sliding_window=4096, layer_types=None,
+                        final_logit_softcapping=None, attn_logit_softcapping=None, rope_scaling=None,
+                        rope_local_base_freq=10000.0, sliding_window_pattern=6),
+    # models/phi3/configuration_phi3.py Phi3Config
+    "phi3": dict(vocab_size=32064, hidden_size=3072, intermediate_size=8192, num_hidden_layers=32,
+                 num_attention_heads=32, num_key_value_heads=None, hidden_act="silu", max_position_embeddings=4096,
+                 original_max_position_embeddings=4096, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                 rope_theta=10000.0, partial_rotary_factor=1.0, sliding_window=None),
+    # models/olmo2/modular_olmo2.py Olmo2Config
+    "olmo2": dict(vocab_size=50304, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                  num_attention_heads=32, num_key_value_heads=None, hidden_act="silu", max_position_embeddings=2048,
+                  tie_word_embeddings=False, rope_theta=10000.0, attention_bias=False, rms_norm_eps=1e-5),
+    # models/mixtral/configuration_mixtral.py MixtralConfig (rope_theta 1e6 as 4.x)
+    "mixtral": dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                    num_attention_heads=32, num_key_value_heads=8, head_dim=None, hidden_act="silu",
+                    max_position_embeddings=4096 * 32, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                    sliding_window=None, num_experts_per_tok=2, num_local_experts=8, rope_theta=1e6),
+    # models/qwen2_moe/configuration_qwen2_moe.py Qwen2MoeConfig (layer_types: with_defaults)
+    "qwen2_moe": dict(vocab_size=151936, hidden_size=2048, intermediate_size=5632, num_hidden_layers=24,
+                      num_attention_heads=16, num_key_value_heads=16, hidden_act="silu",
+                      max_position_embeddings=32768, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                      rope_theta=10000.0, use_sliding_window=False, sliding_window=4096, max_window_layers=28,
+                      decoder_sparse_step=1, moe_intermediate_size=1408, shared_expert_intermediate_size=5632,
+                      num_experts_per_tok=4, num_experts=60, norm_topk_prob=False, mlp_only_layers=None,
+                      qkv_bias=True, layer_types=None),
+    # models/qwen3_moe/configuration_qwen3_moe.py Qwen3MoeConfig
+    "qwen3_moe": dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=24,
+                      num_attention_heads=32, num_key_value_heads=4, hidden_act="silu", max_position_embeddings=32768,
+                      rms_norm_eps=1e-6, tie_word_embeddings=False, rope_theta=10000.0, attention_bias=False,
+                      use_sliding_window=False, sliding_window=4096, decoder_sparse_step=1, moe_intermediate_size=768,
+                      num_experts_per_tok=8, num_experts=128, norm_topk_prob=False, mlp_only_layers=None),
+    # models/olmoe/configuration_olmoe.py OlmoeConfig
+    "olmoe": dict(vocab_size=50304, hidden_size=2048, intermediate_size=2048, num_hidden_layers=16,
+                  num_attention_heads=16, num_key_value_heads=None, hidden_act="silu", max_position_embeddings=4096,
+                  rms_norm_eps=1e-5, tie_word_embeddings=False, rope_theta=10000.0, attention_bias=False,
+                  clip_qkv=None, num_experts_per_tok=8, num_experts=64, norm_topk_prob=False),
     # models/bloom/configuration_bloom.py BloomConfig.__init__ (no position limit: ALiBi)
     "bloom": dict(vocab_size=250880, hidden_size=64, n_layer=2, n_head=8, layer_norm_epsilon=1e-5,
                   apply_residual_connection_post_layernorm=False, pretraining_tp=1, slow_but_exact=False,
@@ -111,9 +163,24 @@ def with_defaults(cfg):
             raise ValueError(f"gpt_neox rope type {rp} is not transcribed")
         out["rotary_emb_base"] = rp.get("rope_theta", out["rotary_emb_base"])
         out["rotary_pct"] = rp.get("partial_rotary_factor", out["rotary_pct"])
-    if kind in ("llama", "mistral", "qwen2", "qwen3") and out.get("num_key_value_heads") is None:
+    if kind in LLAMA_LIKE and out.get("num_key_value_heads") is None:
         out["num_key_value_heads"] = out["num_attention_heads"]
+    if kind in ("gemma2", "gemma3_text") and out.get("layer_types") is None:
+        pattern = 2 if kind == "gemma2" else out["sliding_window_pattern"]
+        out["layer_types"] = ["sliding_attention" if (i + 1) % pattern else "full_attention"
+                              for i in range(out["num_hidden_layers"])]
+    if kind == "qwen2_moe" and out.get("layer_types") is None:  # Qwen2MoeConfig.__post_init__
+        out["layer_types"] = ["sliding_attention" if (i + 1) % 2 and i < out["max_window_layers"]
+                              and out["use_sliding_window"] else "full_attention" for i in range(out["num_hidden_layers"])]
+    if kind in MOE:
+        out["mlp_only_layers"] = out.get("mlp_only_layers") or []
+        out.setdefault("num_experts", out.get("num_local_experts"))
     return out
+
+
+LLAMA_LIKE = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "olmo2", "mixtral",
+              "qwen2_moe", "qwen3_moe", "olmoe")
+MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe")
 
 
 def sizes(cfg):
@@ -184,6 +251,8 @@ ANCHORS = {  # the embedding tensor that locates the base model's prefix, and th
     "gpt_neox": ("embed_in.weight", "layers"),
     "llama": ("embed_tokens.weight", "layers"), "mistral": ("embed_tokens.weight", "layers"),
     "qwen2": ("embed_tokens.weight", "layers"), "qwen3": ("embed_tokens.weight", "layers"),
+    **{kind: ("embed_tokens.weight", "layers") for kind in ("gemma", "gemma2", "gemma3_text", "phi3", "olmo2",
+                                                            "mixtral", "qwen2_moe", "qwen3_moe", "olmoe")},
 }
 
 
@@ -244,7 +313,18 @@ def embed(tensors, cfg, prefix, ids):
                              t["word_embeddings_layernorm.bias"], cfg["layer_norm_epsilon"])
     if kind == "gpt_neox":
         return t["embed_in.weight"][ids]
+    if kind in ("gemma", "gemma2", "gemma3_text"):
+        return t["embed_tokens.weight"][ids] * gemma_normalizer(cfg)
     return t["embed_tokens.weight"][ids]
+
+
+def gemma_normalizer(cfg):
+    """models/gemma/modular_gemma.py GemmaTextScaledWordEmbedding (Gemma 3's the same): the
+    embed_scale buffer torch.tensor(hidden_size**0.5) (float32) cast to the weights' dtype, the
+    checkpoint's (torch_dtype / dtype in config.json): sqrt(3072) = 55.4256 is 55.5 in bf16."""
+    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(
+        cfg.get("torch_dtype", cfg.get("dtype")), torch.float32)
+    return torch.tensor(cfg["hidden_size"] ** 0.5).to(dtype).to(F64)
 
 
 # --------------------------------------------------------------------------------------- blocks
@@ -325,9 +405,100 @@ def bloom_block(t, cfg, x, n):
     return (ln2 if post else attention_output) + mlp, a["weights"]
 
 
+def gated(t, cfg, y, stem, act=None):
+    """A gated MLP (LlamaMLP, GemmaMLP, OlmoeMLP, Qwen2MoeMLP, MixtralBlockSparseTop2MLP):
+    down(act(gate y) * up y), names STEM + gate_proj / up_proj / down_proj (Mixtral: w1 / w3 / w2)."""
+    act = act or activation(cfg["hidden_act"])
+    g, u, d = ("w1", "w3", "w2") if stem.startswith("block_sparse_moe.") else ("gate_proj", "up_proj", "down_proj")
+    return hf.linear(act(hf.linear(y, t, stem + g)) * hf.linear(y, t, stem + u), t, stem + d)
+
+
+def gemma_activation(cfg):
+    """gemma: hidden_activation when set (4.x GemmaMLP), else hidden_act (5.x); gemma2/3:
+    ACT2FN[hidden_activation]."""
+    if cfg["model_type"] == "gemma" and cfg.get("hidden_activation") is None:
+        return activation(cfg["hidden_act"])
+    return activation(cfg["hidden_activation"])
+
+
+def gemma_block(t, cfg, x, n):
+    """gemma: LlamaDecoderLayer with GemmaRMSNorm (pre-norm, GeGLU). gemma2 / gemma3_text:
+    Gemma2DecoderLayer.forward / Gemma3DecoderLayer.forward: residual + post_attention_layernorm(
+    attn(input_layernorm x)), then residual + post_feedforward_layernorm(mlp(pre_feedforward_layernorm .))."""
+    a, eps, act = hf.gemma(t, cfg, x, n), cfg["rms_norm_eps"], gemma_activation(cfg)
+    if cfg["model_type"] == "gemma":
+        h = x + a["output"]
+        return h + gated(t, cfg, hf.gemma_rms_norm(h, t["post_attention_layernorm.weight"], eps), "mlp.", act), a["weights"]
+    h = x + hf.gemma_rms_norm(a["output"], t["post_attention_layernorm.weight"], eps)
+    m = gated(t, cfg, hf.gemma_rms_norm(h, t["pre_feedforward_layernorm.weight"], eps), "mlp.", act)
+    return h + hf.gemma_rms_norm(m, t["post_feedforward_layernorm.weight"], eps), a["weights"]
+
+
+def phi3_block(t, cfg, x, n):
+    """models/phi3/modular_phi3.py Phi3DecoderLayer.forward (pre-norm) and Phi3MLP.forward:
+    gate, up = gate_up_proj(y).chunk(2, dim=-1); down_proj(up * act(gate))."""
+    a = hf.phi3(t, cfg, x, n)
+    h = x + a["output"]
+    gate, up = hf.linear(hf.rms_norm(h, t["post_attention_layernorm.weight"], cfg["rms_norm_eps"]), t,
+                         "mlp.gate_up_proj").chunk(2, dim=-1)
+    return h + hf.linear(up * activation(cfg["hidden_act"])(gate), t, "mlp.down_proj"), a["weights"]
+
+
+def olmo2_block(t, cfg, x, n):
+    """models/olmo2/modular_olmo2.py Olmo2DecoderLayer.forward: residual + post_attention_layernorm(
+    attn(x)), then residual + post_feedforward_layernorm(mlp(.)) (no norm before either)."""
+    a, eps = hf.llama_moe(t, cfg, x, n), cfg["rms_norm_eps"]
+    h = x + hf.rms_norm(a["output"], t["post_attention_layernorm.weight"], eps)
+    return h + hf.rms_norm(gated(t, cfg, h, "mlp."), t["post_feedforward_layernorm.weight"], eps), a["weights"]
+
+
+def moe_mlp(t, cfg, y, n):
+    """The sparse MoE block on y (1, L, E) -> (out, chosen (L, K) int64, weights (L, K)).
+    MixtralSparseMoeBlock.forward / Qwen2MoeTopKRouter + Qwen2MoeSparseMoeBlock.forward /
+    OlmoeSparseMoeBlock: router_logits = gate(y); softmax over experts; topk(K); / their sum when
+    norm_topk_prob (Mixtral always); for each expert hit (in order), index_add_ of expert(y[rows]) *
+    weight; Qwen2-MoE: + sigmoid(shared_expert_gate(y)) * shared_expert(y)."""
+    kind, y = cfg["model_type"], y[0]
+    stem = "block_sparse_moe." if kind == "mixtral" else "mlp."
+    probs = nn.functional.softmax(hf.linear(y, t, stem + "gate"), dim=-1)
+    weights, chosen = torch.topk(probs, cfg["num_experts_per_tok"], dim=-1)
+    if kind == "mixtral" or cfg["norm_topk_prob"]:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(y)
+    for j in sorted(set(chosen.flatten().tolist())):
+        rows, slot = torch.where(chosen == j)
+        out.index_add_(0, rows, gated(t, cfg, y[rows], f"{stem}experts.{j}.") * weights[rows, slot, None])
+    if kind == "qwen2_moe":
+        out = out + torch.sigmoid(hf.linear(y, t, "mlp.shared_expert_gate")) * gated(t, cfg, y, "mlp.shared_expert.")
+    return out[None], chosen, weights
+
+
+def sparse_layer(cfg, n):
+    """Qwen2MoeDecoderLayer / Qwen3MoeDecoderLayer: a MoE MLP unless n in mlp_only_layers or
+    (n + 1) % decoder_sparse_step; Mixtral and OLMoE: every layer."""
+    if cfg["model_type"] in ("mixtral", "olmoe"):
+        return True
+    return n not in cfg["mlp_only_layers"] and cfg["num_experts"] > 0 and (n + 1) % cfg["decoder_sparse_step"] == 0
+
+
+def moe_block(t, cfg, x, n):
+    """MixtralDecoderLayer / Qwen2MoeDecoderLayer / Qwen3MoeDecoderLayer / OlmoeDecoderLayer: pre-norm,
+    input_layernorm -> attention, post_attention_layernorm -> the MoE MLP (or a dense one). Returns
+    (out, weights, routing or None)."""
+    a = hf.llama_moe(t, cfg, x, n)
+    h = x + a["output"]
+    y = hf.rms_norm(h, t["post_attention_layernorm.weight"], cfg["rms_norm_eps"])
+    if not sparse_layer(cfg, n):
+        return h + gated(t, cfg, y, "mlp."), a["weights"], None
+    m, chosen, weights = moe_mlp(t, cfg, y, n)
+    return h + m, a["weights"], (chosen, weights)
+
+
 BLOCKS = {"gpt2": gpt2_block, "bert": bert_block, "roberta": bert_block, "llama": llama_block,
           "mistral": llama_block, "qwen2": llama_block, "qwen3": llama_block,
-          "gpt_neox": gpt_neox_block, "bloom": bloom_block}
+          "gpt_neox": gpt_neox_block, "bloom": bloom_block, "gemma": gemma_block, "gemma2": gemma_block,
+          "gemma3_text": gemma_block, "phi3": phi3_block, "olmo2": olmo2_block,
+          **{kind: moe_block for kind in MOE}}
 
 
 # ------------------------------------------------------------------------------ final norm, head
@@ -338,7 +509,9 @@ def final_norm(tensors, cfg, prefix, x):
     kind = cfg["model_type"]
     if kind in ("bert", "roberta"):
         return x
-    if kind in ("llama", "mistral", "qwen2", "qwen3"):
+    if kind in ("gemma", "gemma2", "gemma3_text"):
+        return hf.gemma_rms_norm(x, tensors[prefix + "norm.weight"], cfg["rms_norm_eps"])
+    if kind in LLAMA_LIKE:
         return hf.rms_norm(x, tensors[prefix + "norm.weight"], cfg["rms_norm_eps"])
     name, eps = {"gpt2": ("ln_f", "layer_norm_epsilon"), "bloom": ("ln_f", "layer_norm_epsilon"),
                  "gpt_neox": ("final_layer_norm", "layer_norm_eps")}[kind]
@@ -379,7 +552,11 @@ def lm_head(tensors, cfg, prefix, x):
         bias = tensors.get(head + "bias", tensors.get(head + "decoder.bias"))
         return h @ output_embeddings(tensors, cfg, prefix, head + "decoder.weight").T + bias
     untied = "embed_out.weight" if kind == "gpt_neox" else "lm_head.weight"
-    return x @ output_embeddings(tensors, cfg, prefix, untied).T
+    logits = x @ output_embeddings(tensors, cfg, prefix, untied).T
+    cap = cfg.get("final_logit_softcapping") if kind in ("gemma2", "gemma3_text") else None
+    if cap is not None:  # Gemma2ForCausalLM / Gemma3ForCausalLM.forward
+        logits = torch.tanh(logits / cap) * cap
+    return logits
 
 
 # ------------------------------------------------------------------------------------- forward
@@ -395,15 +572,21 @@ def forward(tensors, cfg, ids, block_hook=None):
         raise ValueError(f"{kind}: ids must be non-empty and in [0, {cfg['vocab_size']})")
     prefix = base_prefix(tensors, kind)
     x = embed(tensors, cfg, prefix, ids)[None]
-    hidden, attentions = [x[0]], []
+    hidden, attentions, chosen, routed = [x[0]], [], [], []
     for n in range(layers):
         t = block_tensors(tensors, kind, prefix, n)
-        y, weights = BLOCKS[kind](t, cfg, x, n)
+        y, weights, *routing = BLOCKS[kind](t, cfg, x, n)
+        if routing and routing[0] is not None:  # a MoE layer
+            chosen.append(routing[0][0])
+            routed.append(routing[0][1])
         if block_hook is not None:
             block_hook(n, x, y, weights)
         hidden.append(y[0])
         attentions.append(weights[0])
         x = y
     hidden[-1] = final_norm(tensors, cfg, prefix, hidden[-1])
-    return {"hidden_states": torch.stack(hidden), "attentions": torch.stack(attentions),
-            "logits": lm_head(tensors, cfg, prefix, hidden[-1])}
+    out = {"hidden_states": torch.stack(hidden), "attentions": torch.stack(attentions),
+           "logits": lm_head(tensors, cfg, prefix, hidden[-1])}
+    if kind in MOE:  # (MoE layers, L, K): the experts each position chose, and their weights
+        out["experts"], out["expert_weights"] = torch.stack(chosen), torch.stack(routed)
+    return out

@@ -3,9 +3,13 @@
 `attntrace model` (issue 27: peak RSS at most the largest layer's weights in the compute dtype,
 plus the activations, plus 200 MB, whatever the number of layers).
 
-  make_big_checkpoint.py DIR --gb N [--family llama|mistral|qwen2|qwen3] [--hidden E]
+  make_big_checkpoint.py DIR --gb N [--family llama|mistral|qwen2|qwen3|mixtral] [--hidden E]
                          [--intermediate I] [--heads H] [--kv-heads G] [--vocab V] [--shard-gb S]
-                         [--f32]
+                         [--f32] [--experts X] [--top-k K]
+
+--family mixtral: each layer's MLP is a mixture of X experts of size I (MixtralForCausalLM names:
+block_sparse_moe.gate (X, E), block_sparse_moe.experts.J.w1 / w3 (I, E) and w2 (E, I)), K per token;
+"layer_bytes_*" count every expert of a layer.
 
 Writes DIR/config.json, DIR/model-0000K-of-0000M.safetensors (shards of about S GB, default 2, as
 save_pretrained's max_shard_size does; one layer may span two shards) and
@@ -31,7 +35,7 @@ import numpy as np
 
 CHUNK = 16 * 1024 * 1024  # bf16 elements per write (32 MiB)
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
-                 "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+                 "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "mixtral": "MixtralForCausalLM"}
 
 
 def layer_shapes(a, n):
@@ -43,6 +47,12 @@ def layer_shapes(a, n):
               (pre + "self_attn.v_proj.weight", (a.kv_heads * p, e)), (pre + "self_attn.o_proj.weight", (e, a.heads * p)),
               (pre + "mlp.gate_proj.weight", (a.intermediate, e)), (pre + "mlp.up_proj.weight", (a.intermediate, e)),
               (pre + "mlp.down_proj.weight", (e, a.intermediate))]
+    if a.family == "mixtral":  # the MLP is the experts' (MixtralSparseMoeBlock)
+        shapes = shapes[:6] + [(pre + "block_sparse_moe.gate.weight", (a.experts, e))]
+        for j in range(a.experts):
+            stem = f"{pre}block_sparse_moe.experts.{j}."
+            shapes += [(stem + "w1.weight", (a.intermediate, e)), (stem + "w3.weight", (a.intermediate, e)),
+                       (stem + "w2.weight", (e, a.intermediate))]
     if a.family == "qwen2":
         shapes += [(pre + f"self_attn.{x}_proj.bias", (s,)) for x, s in (("q", a.heads * p), ("k", a.kv_heads * p),
                                                                           ("v", a.kv_heads * p))]
@@ -68,8 +78,10 @@ def config(a, layers):
            "bos_token_id": 1, "eos_token_id": 2, "attention_bias": False, "transformers_version": "4.46.3"}
     if a.family in ("qwen2", "qwen3"):
         cfg.update(use_sliding_window=False, sliding_window=None, max_window_layers=layers)
-    if a.family == "mistral":
+    if a.family in ("mistral", "mixtral"):
         cfg["sliding_window"] = None
+    if a.family == "mixtral":
+        cfg.update(num_local_experts=a.experts, num_experts_per_tok=a.top_k)
     return cfg
 
 
@@ -119,6 +131,8 @@ def main(argv=None):
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--shard-gb", type=float, default=2.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--experts", type=int, default=8, help="mixtral: experts per layer")
+    ap.add_argument("--top-k", type=int, default=2, help="mixtral: experts per token")
     ap.add_argument("--f32", action="store_true", help="store F32 (the same values) instead of BF16")
     a = ap.parse_args(argv)
     if a.hidden % a.heads or a.heads % a.kv_heads:

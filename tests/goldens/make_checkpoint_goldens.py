@@ -263,6 +263,82 @@ def bloom_state(cfg, init, prefix):
     return sd
 
 
+def norm_weight(init, n, gemma):
+    """A norm's stored weight: Gemma's RMSNorm multiplies by (1 + w), so its weights centre on 0."""
+    return init.w(n, scale=0.1) if gemma else init.gain(n)
+
+
+def gated_mlp(sd, init, stem, e, inter, names=("gate_proj", "up_proj", "down_proj")):
+    add_linear(sd, init, stem + names[0], inter, e, False)
+    add_linear(sd, init, stem + names[1], inter, e, False)
+    add_linear(sd, init, stem + names[2], e, inter, False)
+
+
+def new_family_state(cfg, init, prefix="model."):
+    """Gemma / Gemma2 / Gemma3ForCausalLM, Phi3ForCausalLM, Olmo2ForCausalLM, MixtralForCausalLM,
+    Qwen2MoeForCausalLM, Qwen3MoeForCausalLM and OlmoeForCausalLM names, as the hub's checkpoints
+    hold them (one tensor per expert: block_sparse_moe.experts.J.w1 / w3 / w2 for Mixtral,
+    mlp.experts.J.gate_proj / up_proj / down_proj for the others)."""
+    kind = cfg["model_type"]
+    e, h = cfg["hidden_size"], cfg["num_attention_heads"]
+    g = cfg.get("num_key_value_heads") or h
+    p_dim = cfg.get("head_dim") or e // h
+    gemma = kind.startswith("gemma")
+    sd = {prefix + "embed_tokens.weight": init.w(V, e)}
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"{prefix}layers.{i}."
+        if kind != "olmo2":
+            sd[p + "input_layernorm.weight"] = norm_weight(init, e, gemma)
+        bias = cfg.get("attention_bias", False)
+        qkv_bias = cfg.get("qkv_bias", True) if kind == "qwen2_moe" else bias
+        if kind == "phi3":
+            add_linear(sd, init, p + "self_attn.qkv_proj", (h + 2 * g) * p_dim, e, False)
+        else:
+            add_linear(sd, init, p + "self_attn.q_proj", h * p_dim, e, qkv_bias)
+            add_linear(sd, init, p + "self_attn.k_proj", g * p_dim, e, qkv_bias)
+            add_linear(sd, init, p + "self_attn.v_proj", g * p_dim, e, qkv_bias)
+        add_linear(sd, init, p + "self_attn.o_proj", e, h * p_dim, bias and kind != "qwen2_moe")
+        if kind in ("gemma3_text", "qwen3_moe"):
+            sd[p + "self_attn.q_norm.weight"] = norm_weight(init, p_dim, gemma)
+            sd[p + "self_attn.k_norm.weight"] = norm_weight(init, p_dim, gemma)
+        if kind in ("olmo2", "olmoe"):
+            sd[p + "self_attn.q_norm.weight"], sd[p + "self_attn.k_norm.weight"] = init.gain(h * p_dim), init.gain(g * p_dim)
+        sd[p + "post_attention_layernorm.weight"] = norm_weight(init, e, gemma)
+        if kind in ("gemma2", "gemma3_text"):
+            sd[p + "pre_feedforward_layernorm.weight"] = norm_weight(init, e, gemma)
+        if kind in ("gemma2", "gemma3_text", "olmo2"):
+            sd[p + "post_feedforward_layernorm.weight"] = norm_weight(init, e, gemma)
+        moe_layer_state(sd, init, cfg, p, i)
+    sd[prefix + "norm.weight"] = norm_weight(init, e, gemma)
+    if not cfg.get("tie_word_embeddings", gemma):
+        sd["lm_head.weight"] = init.w(V, e)
+    return sd
+
+
+def moe_layer_state(sd, init, cfg, p, i):
+    """Layer I's MLP: Phi-3's gate_up_proj, a MoE layer's router, experts and shared expert, or a
+    dense gated MLP."""
+    kind, e = cfg["model_type"], cfg["hidden_size"]
+    if kind == "phi3":
+        add_linear(sd, init, p + "mlp.gate_up_proj", 2 * cfg["intermediate_size"], e, False)
+        add_linear(sd, init, p + "mlp.down_proj", e, cfg["intermediate_size"], False)
+        return
+    only, step = cfg.get("mlp_only_layers") or [], cfg.get("decoder_sparse_step", 1)
+    if kind not in ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe") or i in only or (i + 1) % step:
+        gated_mlp(sd, init, p + "mlp.", e, cfg["intermediate_size"])
+        return
+    stem = p + ("block_sparse_moe." if kind == "mixtral" else "mlp.")
+    experts = cfg.get("num_local_experts", cfg.get("num_experts"))
+    inter = cfg.get("moe_intermediate_size", cfg["intermediate_size"])
+    add_linear(sd, init, stem + "gate", experts, e, False)
+    for j in range(experts):
+        gated_mlp(sd, init, f"{stem}experts.{j}.", e, inter, ("w1", "w3", "w2") if kind == "mixtral" else
+                  ("gate_proj", "up_proj", "down_proj"))
+    if kind == "qwen2_moe":
+        gated_mlp(sd, init, p + "mlp.shared_expert.", e, cfg["shared_expert_intermediate_size"])
+        add_linear(sd, init, p + "mlp.shared_expert_gate", 1, e, False)
+
+
 def layer_prefix(kind, prefix, n):
     """The name prefix of layer N's tensors."""
     body = {"gpt2": "h", "bloom": "h", "bert": "encoder.layer", "gpt_neox": "layers"}.get(kind, "layers")
@@ -358,6 +434,49 @@ def gpt_neox_config(dtype):
         "num_attention_heads": 2, "num_hidden_layers": 3, "rope_scaling": None, "rotary_emb_base": 10000,
         "rotary_pct": 0.25, "tie_word_embeddings": False, "transformers_version": "4.46.3",
         "use_cache": True, "use_parallel_residual": True, "vocab_size": V}, dtype)
+
+
+def new_config(kind, dtype, **extra):
+    """A tiny config of one of issue 36's families, keys as their hub configs spell them (E 32, 4
+    heads sharing 2 kv heads of 8, MLP 64, 3 layers); EXTRA adds or overrides keys."""
+    arch = {"gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
+            "phi3": "Phi3ForCausalLM", "olmo2": "Olmo2ForCausalLM", "mixtral": "MixtralForCausalLM",
+            "qwen2_moe": "Qwen2MoeForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM"}[kind]
+    cfg = {"architectures": [arch], "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2,
+           "hidden_size": 32, "initializer_range": 0.02, "intermediate_size": 64, "max_position_embeddings": 256,
+           "model_type": kind, "num_attention_heads": 4, "num_hidden_layers": 3, "num_key_value_heads": 2,
+           "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "transformers_version": "4.53.0", "use_cache": True,
+           "vocab_size": V}
+    if kind.startswith("gemma"):
+        cfg.update(head_dim=8, hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True)
+    else:
+        cfg.update(hidden_act="silu", tie_word_embeddings=False)
+    cfg.update(extra)
+    return dtype_key(cfg, dtype)
+
+
+def gemma2_config(dtype):
+    """Soft-capping 3.0 (the tiny scores reach it), window 3 on the even layers, query_pre_attn_scalar
+    16 (not P = 8)."""
+    return new_config("gemma2", dtype, attn_logit_softcapping=3.0, final_logit_softcapping=5.0,
+                      query_pre_attn_scalar=16, sliding_window=3, cache_implementation="hybrid")
+
+
+def gemma3_config(dtype):
+    """As gemma-3 hub configs: sliding_window_pattern 2 (layers 0 and 2 local), rope_local_base_freq
+    for them, rope_theta + linear rope_scaling for the global layer, q_norm / k_norm."""
+    return new_config("gemma3_text", dtype, query_pre_attn_scalar=8, sliding_window=4, sliding_window_pattern=2,
+                      rope_local_base_freq=10000.0, rope_theta=1000000.0,
+                      rope_scaling={"factor": 8.0, "rope_type": "linear"}, final_logit_softcapping=None,
+                      attn_logit_softcapping=None)
+
+
+def phi3_config(dtype):
+    """LongRoPE (Phi-3-mini-128k style: max 256 over an original 4, so the long factors and the
+    attention factor apply at L = 7), partial_rotary_factor 0.5 (4 of 8 dims), sliding_window 5."""
+    return new_config("phi3", dtype, original_max_position_embeddings=4, partial_rotary_factor=0.5,
+                      sliding_window=5, rope_scaling={"type": "longrope", "short_factor": [1.0, 1.5],
+                                                      "long_factor": [2.0, 6.0]})
 
 
 def bloom_config(dtype):
@@ -472,6 +591,84 @@ def numpy_reference(spec, t, cfg, x, mask):
     return normed, qr, kr, weights, ctx @ t["self_attn.o_proj.weight"].T + t.get("self_attn.o_proj.bias", 0.0), v
 
 
+NEW_KINDS = ("gemma", "gemma2", "gemma3_text", "phi3", "olmo2", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe")
+
+
+def np_new_layer_window(cfg, n):
+    """The window of layer N of issue 36's tiny configs, read from the config as written: Gemma 2
+    even layers, Gemma 3 all but every sliding_window_pattern-th, Phi-3 / Mixtral every layer."""
+    kind = cfg["model_type"]
+    if kind == "gemma2":  # Gemma2Config / Gemma3TextConfig defaults: window 4096, pattern 6
+        return cfg.get("sliding_window", 4096) if n % 2 == 0 else None
+    if kind == "gemma3_text":
+        return cfg.get("sliding_window", 4096) if (n + 1) % cfg.get("sliding_window_pattern", 6) else None
+    return cfg.get("sliding_window") if kind in ("phi3", "mixtral") else None
+
+
+def np_new_rotary(cfg, n, length):
+    """-> (R, (R/2) frequencies, the cos/sin factor) of layer N on LENGTH positions: Gemma 3's local
+    layers rope_local_base_freq, its global ones rope_theta with the linear factor; Phi-3's
+    LongRoPE on int(P * partial_rotary_factor) dims, long factors past the original length."""
+    kind, h = cfg["model_type"], cfg["num_attention_heads"]
+    p = cfg.get("head_dim") or cfg["hidden_size"] // h
+    theta = cfg.get("rope_theta", 10000.0)
+    rope = {"type": "default", "theta": theta}
+    if kind == "gemma3_text" and np_new_layer_window(cfg, n) is not None:
+        rope["theta"] = cfg["rope_local_base_freq"]
+    elif kind == "gemma3_text" and cfg.get("rope_scaling"):
+        rope.update(type=cfg["rope_scaling"]["rope_type"], factor=cfg["rope_scaling"]["factor"])
+    if kind != "phi3":
+        return p, np_inv_freq(rope, p), 1.0
+    dims = int(p * cfg.get("partial_rotary_factor", 1.0))
+    rs, orig = cfg["rope_scaling"], cfg.get("original_max_position_embeddings", 4096)
+    ext = np.array(rs["long_factor"] if length > orig else rs["short_factor"])
+    f = cfg.get("max_position_embeddings", 4096) / orig
+    return dims, np_inv_freq(rope, dims) / ext, math.sqrt(1 + math.log(f) / math.log(orig)) if f > 1 else 1.0
+
+
+def numpy_new_reference(t, cfg, x, n):
+    """issue 36's attentions in numpy, from the model cards' equations: Gemma's norm x (1 + w),
+    soft-capping as a float term, Phi-3's qkv rows sliced by hand and LongRoPE as complex rotation
+    of the first R dims scaled by the attention factor, OLMo's norms over the whole projection.
+    -> normed, q_rotary, k_rotary, weights, output, v."""
+    kind, e, h = cfg["model_type"], cfg["hidden_size"], cfg["num_attention_heads"]
+    g, eps = cfg.get("num_key_value_heads", h), cfg["rms_norm_eps"]
+    p = cfg.get("head_dim") or e // h
+    gem = kind.startswith("gemma")
+    one = 1.0 if gem else 0.0
+    normed = None if kind == "olmo2" else np_rms_norm(x, t["input_layernorm.weight"] + one, eps)
+    src = x if normed is None else normed
+    if kind == "phi3":
+        w = t["self_attn.qkv_proj.weight"]
+        proj = {"q": src @ w[:h * p].T, "k": src @ w[h * p:(h + g) * p].T, "v": src @ w[(h + g) * p:].T}
+    else:
+        proj = {c: src @ t[f"self_attn.{c}_proj.weight"].T + t.get(f"self_attn.{c}_proj.bias", 0.0) for c in "qkv"}
+    if kind in ("olmo2", "olmoe"):
+        proj["q"] = np_rms_norm(proj["q"], t["self_attn.q_norm.weight"], eps)
+        proj["k"] = np_rms_norm(proj["k"], t["self_attn.k_norm.weight"], eps)
+    q, k, v = (np_heads(proj[c], p) for c in "qkv")
+    if kind in ("gemma3_text", "qwen3_moe"):
+        q = np_rms_norm(q, t["self_attn.q_norm.weight"] + one, eps)
+        k = np_rms_norm(k, t["self_attn.k_norm.weight"] + one, eps)
+    window = np_new_layer_window(cfg, n)
+    dims, freqs, factor = np_new_rotary(cfg, n, x.shape[1])
+    rot = lambda a: np.concatenate([np_rotary(a[..., :dims], freqs) * factor, a[..., dims:]], axis=-1)  # noqa: E731
+    qr, kr = rot(q), rot(k)
+    length = x.shape[1]
+    i, j = np.arange(length)[:, None], np.arange(length)[None, :]
+    allowed = (j <= i) & ((j > i - window) if window is not None else True)
+    scale = cfg.get("query_pre_attn_scalar", 256) ** -0.5 if kind in ("gemma2", "gemma3_text") else p ** -0.5
+    idx = np.arange(h) // (h // g)
+    additive = None
+    if kind == "gemma2":  # the soft cap as the difference it makes to each score
+        raw = np.matmul(qr, np.swapaxes(kr[:, idx], -1, -2)) * scale
+        cap = cfg.get("attn_logit_softcapping", 50.0)
+        additive = cap * np.tanh(raw / cap) - raw
+    ctx, weights = reference.masked_softmax_attention(qr, kr[:, idx], v[:, idx], scale, allowed, additive)
+    ctx = ctx.transpose(0, 2, 1, 3).reshape(x.shape[0], length, -1)
+    return normed, qr, kr, weights, ctx @ t["self_attn.o_proj.weight"].T + t.get("self_attn.o_proj.bias", 0.0), v
+
+
 def sdpa_reference(q_rot, k_rot, v, window):
     """PyTorch 1.13's scaled dot product attention (torch.nn.functional._scaled_dot_product_attention,
     bool mask, true = attend) on the numpy reference's rotated q/k, kv heads repeated with
@@ -564,6 +761,8 @@ def semantics(kind, cfg, window):
         if s["rope"]["type"] == "llama3":
             s["rope"].update(low=r["low_freq_factor"], high=r["high_freq_factor"],
                              orig=r["original_max_position_embeddings"])
+    if kind in NEW_KINDS:  # per layer: make_case's new_layer_semantics
+        return s
     if s["rotary"]:
         s["inv_freq"] = np_inv_freq(s["rope"], s["rotary_dims"]).tolist()
     return s
@@ -597,7 +796,51 @@ CASES = [  # name, config, state dict, tensor prefix, dtype, layers, window, sha
          dtype="bf16", layers=[1]),
     dict(name="gpt_neox_f16", kind="gpt_neox", config=gpt_neox_config, state=gpt_neox_state, prefix="gpt_neox.",
          dtype="f16", layers=[1]),
+    dict(name="gemma2", kind="gemma2", config=gemma2_config, state=new_family_state, prefix="model.", dtype="f32",
+         layers=[0, 1], window=3),
+    dict(name="gemma3_bf16", kind="gemma3_text", config=gemma3_config, state=new_family_state, prefix="model.",
+         dtype="bf16", layers=[0, 1], window=4),
+    dict(name="phi3", kind="phi3", config=phi3_config, state=new_family_state, prefix="model.", dtype="f32",
+         layers=[1], window=5),
+    dict(name="olmo2", kind="olmo2", config=lambda d: new_config("olmo2", d, rms_norm_eps=1e-5),
+         state=new_family_state, prefix="model.", dtype="f32", layers=[1]),
+    dict(name="olmoe", kind="olmoe", config=lambda d: new_config("olmoe", d, num_hidden_layers=2, num_experts=4, num_experts_per_tok=2, intermediate_size=16,
+                                                                 clip_qkv=None, rms_norm_eps=1e-5),
+         state=new_family_state, prefix="model.", dtype="f32", layers=[1]),
+    dict(name="qwen3_moe", kind="qwen3_moe", config=lambda d: new_config(
+        "qwen3_moe", d, num_hidden_layers=2, head_dim=16, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
+        norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[]),
+         state=new_family_state, prefix="model.", dtype="f32", layers=[1]),
+    dict(name="gemma", kind="gemma", config=lambda d: new_config("gemma", d, num_hidden_layers=2, num_key_value_heads=4),
+         state=new_family_state, prefix="model.", dtype="f32", layers=[1]),
+    dict(name="mixtral", kind="mixtral", config=lambda d: new_config(
+        "mixtral", d, num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2, sliding_window=4,
+        intermediate_size=16,
+        rms_norm_eps=1e-5), state=new_family_state, prefix="model.", dtype="f32", layers=[1], window=4),
+    dict(name="qwen2_moe_bf16", kind="qwen2_moe", config=lambda d: new_config(
+        "qwen2_moe", d, num_hidden_layers=2, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
+        shared_expert_intermediate_size=24, qkv_bias=True, mlp_only_layers=[]),
+         state=new_family_state, prefix="model.", dtype="bf16", layers=[1]),
 ]  # append new cases at the end: the seeds follow the order
+
+
+def new_layer_semantics(cfg, n, s):
+    """issue 36's layer N: S completed with its window, rotary (Phi-3: the short factors in
+    inv_freq, the long ones in long_inv_freq, the cos/sin factor), soft cap and q/k norms, read from
+    the config as written (np_new_layer_window, np_new_rotary)."""
+    kind, p = cfg["model_type"], s["head_dim"]
+    dims, freqs, factor = np_new_rotary(cfg, n, 1)
+    s = dict(s, window=np_new_layer_window(cfg, n), rotary="half", rotary_dims=dims, inv_freq=freqs.tolist(),
+             qk_norm=kind in ("gemma3_text", "qwen3_moe", "olmo2", "olmoe"), qk_norm_whole=kind in ("olmo2", "olmoe"),
+             softcap=cfg.get("attn_logit_softcapping", 50.0) if kind == "gemma2" else None,
+             norm=None if kind == "olmo2" else "rms_norm", norm_offset=1.0 if kind.startswith("gemma") else 0.0)
+    if kind == "phi3":
+        _, long_freqs, _ = np_new_rotary(cfg, n, 1 << 30)
+        s.update(long_inv_freq=long_freqs.tolist(), attention_scaling=factor,
+                 long_after=cfg.get("original_max_position_embeddings", 4096))
+    if kind in ("gemma2", "gemma3_text"):
+        s["scale"] = cfg.get("query_pre_attn_scalar", 256) ** -0.5
+    return s
 
 
 def check_close(case, what, got, want, tol=TOL):
@@ -642,6 +885,10 @@ def make_case(spec, seed):
         raise SystemExit(f"{name}: the checkpoint does not read back")
     s = semantics(kind, cfg, spec.get("window"))
     spec = dict(spec, semantics=s)
+    family_cfg = cfg
+    if kind in NEW_KINDS:  # the transcription reads the config as transformers completes it
+        import hf_model
+        family_cfg = hf_model.with_defaults(cfg)
     mask = None if "mask" not in spec else np.array(spec["mask"], dtype=np.int64)
     if mask is not None:
         np.save(folder / "golden" / "attention_mask.npy", mask)
@@ -654,9 +901,14 @@ def make_case(spec, seed):
         hidden = init.w(B, L, e, scale=1.0)  # float32
         x = hidden.to(torch.float64)
         extra = {} if mask is None else {"attention_mask": torch.from_numpy(mask)}
-        stages = {k: (None if v is None else v.numpy()) for k, v in hf.FAMILIES[kind](t, cfg, x, n, **extra).items()}
+        stages = {k: (None if v is None else v.numpy())
+                  for k, v in hf.FAMILIES[kind](t, family_cfg, x, n, **extra).items()}
         t_np = {k: v.numpy() for k, v in t.items()}
-        *ref, v_ref = numpy_reference(spec, t_np, cfg, x.numpy(), mask)
+        if kind in NEW_KINDS:
+            s = new_layer_semantics(cfg, n, semantics(kind, cfg, None))
+            *ref, v_ref = numpy_new_reference(t_np, cfg, x.numpy(), n)
+        else:
+            *ref, v_ref = numpy_reference(spec, t_np, cfg, x.numpy(), mask)
         for what, want in zip(("normed", "q_rotary", "k_rotary", "weights", "output"), ref):
             if (want is None) != (stages[what] is None):
                 raise SystemExit(f"{name}: {what}: present in one reference only")
@@ -667,7 +919,7 @@ def make_case(spec, seed):
             w_mha, out_mha = mha_reference(spec, t, x_in, mask)
             check_close(f"{name} L{n}", "weights (nn.MultiheadAttention)", stages["weights"], w_mha)
             check_close(f"{name} L{n}", "output (nn.MultiheadAttention)", stages["output"], out_mha)
-        if s["rotary"]:
+        if s["rotary"] and kind != "gemma2" and s["scale"] == s["head_dim"] ** -0.5:  # torch 1.13: no scale, no cap
             w_sdpa = sdpa_reference(ref[1], ref[2], v_ref, s["window"])
             check_close(f"{name} L{n}", "weights (scaled_dot_product_attention)", stages["weights"], w_sdpa)
         check_weights(f"{name} L{n}", stages["weights"], s, mask)

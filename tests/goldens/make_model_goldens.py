@@ -196,6 +196,76 @@ CASES = [  # append new cases at the end: the seeds follow the order
 ]
 
 
+def new_config(kind, special_ids, **extra):
+    """mcg.new_config's tiny config of an issue 36 family, bos / eos from the tokenizer's specials."""
+    def build(dtype, v, sp):
+        cfg = mcg.new_config(kind, dtype, vocab_size=v, **extra)
+        cfg["bos_token_id"], cfg["eos_token_id"] = (sp.get(t) for t in special_ids)
+        return cfg
+    return build
+
+
+GEMMA_IDS, PHI3_IDS, MISTRAL_IDS = ("<bos>", "<eos>"), ("<s>", "<|endoftext|>"), ("<s>", "</s>")
+QWEN_IDS, OLMO_IDS = (None, "<|endoftext|>"), (None, "<|endoftext|>")
+MOE_EXTRA = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16)
+NEW_CASES = [  # issue 36's families
+    dict(name="full_gemma", family="gemma", dtype="f32", prefix="model.", state=mcg.new_family_state,
+         config=new_config("gemma", GEMMA_IDS, num_hidden_layers=2, num_key_value_heads=4),
+         pins="Gemma 1: RMSNorm x (1 + w), embeddings x sqrt(32) in float32, GeGLU gelu_pytorch_tanh, tied"),
+    dict(name="full_gemma2", family="gemma2", dtype="f32", prefix="model.", state=mcg.new_family_state,
+         config=new_config("gemma2", GEMMA_IDS, attn_logit_softcapping=3.0, final_logit_softcapping=2.0,
+                           query_pre_attn_scalar=16, sliding_window=4),
+         pins="sandwich norms, attention soft-capping 3 and logit soft-capping 2 both active, layers 0 and 2 "
+              "sliding (window 4 < L), query_pre_attn_scalar 16, GQA 4/2, tied"),
+    dict(name="full_gemma2_bf16", family="gemma2", dtype="bf16", prefix="model.", state=mcg.new_family_state,
+         config=new_config("gemma2", GEMMA_IDS, num_hidden_layers=2, tie_word_embeddings=False,
+                           attn_logit_softcapping=5.0, final_logit_softcapping=None),
+         pins="bf16: sqrt(32) rounded to bf16 (5.65625), untied lm_head, no logit soft-capping (null)"),
+    dict(name="full_gemma3", family="gemma3_text", dtype="f32", prefix="model.", state=mcg.new_family_state,
+         config=new_config("gemma3_text", GEMMA_IDS, num_hidden_layers=4, query_pre_attn_scalar=8,
+                           sliding_window=5, sliding_window_pattern=2, rope_local_base_freq=10000.0,
+                           rope_theta=1000000.0, rope_scaling={"factor": 8.0, "rope_type": "linear"},
+                           final_logit_softcapping=3.0, attn_logit_softcapping=50.0),
+         pins="q/k norms x (1 + w), local layers 0 and 2 (rope_local_base_freq, window 5), global 1 and 3 "
+              "(rope_theta 1e6, linear x8), attn_logit_softcapping in the config but not applied, logits capped"),
+    dict(name="full_phi3", family="phi3", dtype="f32", prefix="model.", state=mcg.new_family_state,
+         config=new_config("phi3", PHI3_IDS, num_hidden_layers=2, original_max_position_embeddings=4,
+                           partial_rotary_factor=0.5, sliding_window=6,
+                           rope_scaling={"type": "longrope", "short_factor": [1.0, 1.5], "long_factor": [2.0, 6.0]}),
+         pins="fused qkv_proj (GQA 4/2) and gate_up_proj, partial rotary 0.5, LongRoPE: L = 12 past the original 4 "
+              "so the long factors and the attention factor, sliding_window 6"),
+    dict(name="full_phi3_bf16", family="phi3", dtype="bf16", prefix="model.", state=mcg.new_family_state,
+         config=new_config("phi3", PHI3_IDS, num_hidden_layers=2, original_max_position_embeddings=16,
+                           max_position_embeddings=64, tie_word_embeddings=True,
+                           rope_scaling={"type": "longrope", "short_factor": [1.0, 1.5, 2.0, 3.0],
+                                         "long_factor": [4.0, 5.0, 6.0, 7.0]}),
+         pins="bf16, tied, LongRoPE with L = 12 within the original 16: the short factors"),
+    dict(name="full_olmo2", family="olmo2", dtype="f32", prefix="model.", state=mcg.new_family_state,
+         config=new_config("olmo2", OLMO_IDS, num_hidden_layers=2, rms_norm_eps=1e-5),
+         pins="no pre-norms, post_attention / post_feedforward norms, q/k RMSNorm over the whole projection"),
+    dict(name="full_mixtral", family="mixtral", dtype="f32", prefix="model.", state=mcg.new_family_state,
+         config=new_config("mixtral", MISTRAL_IDS, num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2,
+                           intermediate_size=16,
+                           sliding_window=5, rope_theta=1000000.0, rms_norm_eps=1e-5),
+         pins="block_sparse_moe w1/w3/w2, top 2 of 4 renormalised, every expert chosen, sliding_window 5"),
+    dict(name="full_qwen2_moe", family="qwen2_moe", dtype="f32", prefix="model.", state=mcg.new_family_state,
+         config=new_config("qwen2_moe", QWEN_IDS, mlp_only_layers=[1], decoder_sparse_step=1,
+                           shared_expert_intermediate_size=24, norm_topk_prob=False, qkv_bias=True, **MOE_EXTRA),
+         pins="q/k/v biases, shared expert with its sigmoid gate, top 2 of 4 not renormalised, layer 1 dense "
+              "(mlp_only_layers)"),
+    dict(name="full_qwen3_moe", family="qwen3_moe", dtype="bf16", prefix="model.", state=mcg.new_family_state,
+         config=new_config("qwen3_moe", QWEN_IDS, num_hidden_layers=2, head_dim=16, norm_topk_prob=True,
+                           mlp_only_layers=[], **dict(MOE_EXTRA, num_experts_per_tok=3)),
+         pins="bf16, per-head q/k norms, top 3 of 4 renormalised (norm_topk_prob)"),
+    dict(name="full_olmoe", family="olmoe", dtype="f32", prefix="model.", state=mcg.new_family_state,
+         config=new_config("olmoe", OLMO_IDS, num_hidden_layers=2, num_experts=4, num_experts_per_tok=2,
+                           rms_norm_eps=1e-5),
+         pins="q/k norms over the whole projection, gate_proj/up_proj/down_proj experts, top 2 of 4 not "
+              "renormalised"),
+]
+CASES += NEW_CASES
+
+
 def make_ids(spec, cfg, specials, seed):
     """(L,) int64 ids drawn from the non-special vocabulary; RoBERTa's start with <s>, end with
     </s> and carry the pad id at position 5."""
@@ -226,7 +296,12 @@ def make_case(spec, seed):
         out = hf_model.forward(tensors, cfg, ids)
     for what, value in out.items():
         if value is not None:
-            np.save(folder / "golden" / f"{what}.npy", np.ascontiguousarray(value.numpy(), dtype=np.float64))
+            dtype = np.int64 if what == "experts" else np.float64
+            np.save(folder / "golden" / f"{what}.npy", np.ascontiguousarray(value.numpy(), dtype=dtype))
+    if "experts" in out:  # a token routed to each expert of each MoE layer
+        for n, chosen in enumerate(out["experts"]):
+            if len(set(chosen.flatten().tolist())) != hf_model.with_defaults(cfg)["num_experts"]:
+                raise SystemExit(f"{spec['name']}: MoE layer {n} leaves an expert without tokens")
     full = hf_model.with_defaults(cfg)
     layers, e, h = hf_model.sizes(full)
     return {"name": spec["name"], "model_type": cfg["model_type"], "dtype": spec["dtype"],

@@ -124,4 +124,12 @@ FAMILY_TOKENIZERS = {  # family -> builder call, as the family's hub tokenizers 
     "roberta": lambda: byte_level_bpe(front=["<s>", "<pad>", "</s>", "<unk>"], mask="<mask>",
                                       post=("roberta", "<s>", "</s>")),
     "bert": wordpiece,
+    **{kind: (lambda: byte_level_bpe(front=["<pad>", "<eos>", "<bos>", "<unk>"], post=("bos", "<bos>")))
+       for kind in ("gemma", "gemma2", "gemma3_text")},
+    "phi3": lambda: byte_level_bpe(front=["<unk>", "<s>", "</s>"], back=["<|endoftext|>"]),
+    "olmo2": lambda: byte_level_bpe(back=["<|endoftext|>", "<|pad|>"]),
+    "mixtral": lambda: byte_level_bpe(front=["<unk>", "<s>", "</s>"], post=("bos", "<s>")),
+    "qwen2_moe": lambda: byte_level_bpe(back=["<|endoftext|>", "<|im_start|>", "<|im_end|>"]),
+    "qwen3_moe": lambda: byte_level_bpe(back=["<|endoftext|>", "<|im_start|>", "<|im_end|>"]),
+    "olmoe": lambda: byte_level_bpe(front=["<|endoftext|>", "<|padding|>"]),
 }

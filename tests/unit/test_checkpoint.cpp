@@ -40,10 +40,17 @@ void check_semantics(const attntrace::LayerConfig& c, const json& s, const std::
     if (c.window) CHECK(*c.window == s["window"]);
     CHECK(c.alibi == s["alibi"]);
     CHECK(c.qk_norm == s["qk_norm"]);
+    CHECK(c.qk_norm_whole == s.value("qk_norm_whole", false));
+    CHECK(c.norm_offset == s.value("norm_offset", 0.0));
+    CHECK(c.softcap.has_value() == !s.value("softcap", json()).is_null());
+    if (c.softcap) CHECK(*c.softcap == s["softcap"].get<double>());
     CHECK(c.rotary.has_value() == !s["rotary"].is_null());
     if (c.rotary) {
         CHECK(c.rotary->dims == s["rotary_dims"]);
         check_close(c.rotary->inv_freq, s["inv_freq"], name + " inv_freq");
+        check_close(c.rotary->long_inv_freq, s.value("long_inv_freq", json::array()), name + " long_inv_freq");
+        CHECK(std::abs(c.rotary->attention_scaling - s.value("attention_scaling", 1.0)) < 1e-15);
+        CHECK(c.rotary->long_after == s.value("long_after", std::size_t{0}));
     }
     if (c.alibi) check_close(attntrace::alibi_slopes(c.heads), s["alibi_slopes"], name + " slopes");
     const json norm = c.norm == attntrace::NormKind::none ? json() : json(c.norm == attntrace::NormKind::rms_norm ? "rms_norm" : "layer_norm");
@@ -89,7 +96,8 @@ TEST_CASE("an unknown model_type lists the supported ones") {
     const json config{{"model_type", "t5"}};
     CHECK_THROWS_WITH_AS(attntrace::read_layer_config(config, "config.json", 0),
                          "config.json: model_type 't5' is not supported (supported: gpt2, bert, roberta, llama, "
-                         "mistral, qwen2, qwen3, gpt_neox, bloom)",
+                         "mistral, qwen2, qwen3, gpt_neox, bloom, gemma, gemma2, gemma3_text, phi3, olmo2, mixtral, "
+                         "qwen2_moe, qwen3_moe, olmoe)",
                          attntrace::InputError);
 }
 

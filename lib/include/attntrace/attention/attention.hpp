@@ -31,6 +31,10 @@ namespace attntrace {
 
 struct AttentionOptions {
     std::optional<double> scale;   // default 1/sqrt(P)
+    // > 0: the scores soft-capped before the masks, tanh(s / softcap) * softcap (Gemma 2's
+    // attn_logit_softcapping); the weights are the softmax of the capped scores. Runs on the BLAS
+    // kernels (the fused ones do not cap).
+    std::optional<double> softcap;
     bool need_weights = false;     // return the softmax weights
     bool average_heads = false;    // mha: average the weights over heads, as PyTorch's default
     bool row_stats = false;        // per query row: entropy and most-attended key (head statistics)
@@ -78,6 +82,7 @@ struct AttentionResult {
     Array<T> output;                // sdpa (..., Lq, Ev); mha (B, Lq, PO) or (Lq, PO)
     std::optional<Array<T>> weights;  // (..., Lq, Lk); mha (B, H, Lq, Lk), averaged (B, Lq, Lk)
     double scale = 0;               // the scale actually applied
+    double softcap = 0;             // the soft cap applied to the scores (0: none)
     std::size_t empty_rows = 0;     // query rows (over every head) whose keys are all masked
     HeadSizes sizes;                // mha: P, Pv, PO
     std::optional<RowStats> row_stats;  // with options.row_stats
@@ -109,8 +114,8 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
 // AVX-512F, else blas. The others are for tests and benchmarks (the app reads
 // ATTNTRACE_ATTENTION_KERNEL). The fused kernels serve float runs whose masks are key ranges
 // (causal, windows, valid lengths), key padding and ALiBi, that draw no pictures, with fewer than
-// 2^24 queries and keys; anything else (an attention mask, pooled pictures, double) takes the
-// BLAS path.
+// 2^24 queries and keys; anything else (an attention mask, pooled pictures, double, soft-capped
+// scores) takes the BLAS path.
 enum class AttentionKernel : std::uint8_t { best, blas, avx512 };
 
 // Sets the kernels later runs use; UsageError "attention kernel: ..." when this CPU cannot run it.

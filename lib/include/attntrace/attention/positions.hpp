@@ -25,18 +25,22 @@ void layer_norm(T* x, std::size_t rows, std::size_t e, const T* w, const T* b, d
 template <class T>
 void rms_norm(T* x, std::size_t rows, std::size_t d, std::size_t ld, const T* w, double eps);
 
-// rope_scaling / rope_parameters: "default", "linear" (inv_freq / factor) or "llama3" (three
-// wavelength bands, modeling_rope_utils.py _compute_llama3_parameters).
+// rope_scaling / rope_parameters: "default", "linear" (inv_freq / factor), "llama3" (three
+// wavelength bands, modeling_rope_utils.py _compute_llama3_parameters) or "longrope" (inv_freq /
+// short_factor; the long factors past original_max_position, _compute_longrope_parameters).
 struct RopeScaling {
     std::string type = "default";
     double factor = 1;
     double low_freq_factor = 1;
     double high_freq_factor = 4;
     double original_max_position = 8192;  // original_max_position_embeddings
+    std::vector<double> short_factor, long_factor;  // (R/2) each, longrope
+    std::optional<double> attention_factor;         // longrope: cos and sin scaled (default from factor)
 };
 
-// (R/2) inverse frequencies 1 / theta^(2i / R), then scaled (modeling_rope_utils.py).
-std::vector<double> rope_inv_freq(std::size_t rotary_dims, double theta, const RopeScaling& scaling);
+// (R/2) inverse frequencies 1 / theta^(2i / R), then scaled (modeling_rope_utils.py); longrope:
+// divided by short_factor (LONG: by long_factor).
+std::vector<double> rope_inv_freq(std::size_t rotary_dims, double theta, const RopeScaling& scaling, bool long_factors = false);
 
 enum class RotaryStyle : std::uint8_t {
     half,         // rotate-half (Llama, NeoX): dim i pairs with i + R/2
@@ -47,10 +51,17 @@ struct Rotary {
     RotaryStyle style = RotaryStyle::half;
     std::size_t dims = 0;           // R, even; the dims past R pass through (NeoX's rotary_pct)
     std::vector<double> inv_freq;   // (R/2)
+    // LongRoPE (Phi-3): (R/2) frequencies used instead of inv_freq when the sequence reaches past
+    // LONG_AFTER positions (modeling_rope_utils.py dynamic_rope_update, longrope_frequency_update:
+    // max(position_ids) + 1 > original_max_position_embeddings); empty: none.
+    std::vector<double> long_inv_freq{};
+    std::size_t long_after = 0;
+    double attention_scaling = 1;   // cos and sin multiplied by it (LongRoPE's attention factor)
 };
 
 // x (B, L, heads*P) rows with leading dim LD, head h at columns [h*P, h*P + P), in place: each
-// head's first R dims rotated by angle position * inv_freq, row i of the L at position POS0 + i.
+// head's first R dims rotated by angle position * inv_freq (LongRoPE: the long frequencies when
+// POS0 + L > long_after), cos and sin times attention_scaling, row i of the L at position POS0 + i.
 template <class T>
 void apply_rotary(T* x, std::size_t b, std::size_t l, std::size_t heads, std::size_t p, std::size_t ld,
                   const Rotary& rotary, std::size_t pos0);
@@ -76,7 +87,8 @@ KeyRange visible_keys(const KeyVisibility& v, std::size_t i, std::size_t lq, std
 
 // What a model layer adds around mha's core, stage by stage (each optional):
 //   normed            the pre-attention norm of the query input (B, L, E)
-//   q_rotary/k_rotary Qwen3's per-head q/k RMSNorm, then the rotary embedding, on (B, H|G, L, P)
+//   q_rotary/k_rotary Qwen3's per-head q/k RMSNorm (OLMo 2's over the whole projection), then the
+//                     rotary embedding, on (B, H|G, L, P)
 //   masked_scores     + slope_h * j (ALiBi), keys outside visible_keys() masked
 template <class T>
 struct PositionStages {
@@ -84,9 +96,10 @@ struct PositionStages {
     const T* norm_weight = nullptr;  // (E)
     const T* norm_bias = nullptr;    // (E), LayerNorm only (may be null)
     double norm_eps = 0;
-    const T* q_norm = nullptr;       // (P), Qwen3
-    const T* k_norm = nullptr;       // (P)
+    const T* q_norm = nullptr;       // (P), Qwen3; (H*P) with qk_norm_whole
+    const T* k_norm = nullptr;       // (P); (G*P) with qk_norm_whole
     double qk_norm_eps = 0;
+    bool qk_norm_whole = false;      // OLMo 2, OLMoE: one RMSNorm over each row's whole projection
     std::optional<Rotary> rotary;
     std::vector<double> alibi;       // (H) slopes; empty: none
     KeyVisibility visibility;        // causal alignment and window (mha's own --causal included)

@@ -67,7 +67,7 @@ void report_heads(const Reporter<T>& rep, const char* name, const T* y, std::siz
                   std::size_t l, std::size_t d, std::size_t ld);
 
 // scores, masked_scores and weights, each (lead..., Lq, Lk) = PLANE_SHAPE; a stage not kept has
-// no values. MASKS describes the masks ("" for none).
+// no values. MASKS describes the masks ("" for none); SOFTCAP > 0: the scores were soft-capped.
 template <class T>
 struct AttentionReport {
     Array<T>* scores = nullptr;
@@ -76,7 +76,7 @@ struct AttentionReport {
 };
 template <class T>
 void report_attention(const Reporter<T>& rep, const AttentionReport<T>& kept, const Shape& plane_shape, T scale,
-                      const std::string& masks, std::size_t empty_rows);
+                      T softcap, const std::string& masks, std::size_t empty_rows);
 
 // merged (B, Lq, H*Pv), sdpa's output (..., Lq, Ev): "heads concatenated", "weights @ V".
 template <class T>

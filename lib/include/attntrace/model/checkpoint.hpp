@@ -20,6 +20,7 @@
 //
 // Legend: E hidden size, H heads, G kv heads, P head dim, R rotary dims.
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,11 +60,16 @@ struct LayerConfig {
     bool qkv_bias = true;                 // the q/k/v projections have biases
     bool o_bias = true;                   // the output projection has one
     bool qk_norm = false;                 // Qwen3: RMSNorm over P of each q and k head
+    bool qk_norm_whole = false;           // with qk_norm, OLMo 2 / OLMoE: over the whole projection (H*P, G*P)
+    double norm_offset = 0;               // Gemma's RMSNorm: x * (1 + w), the weights read plus 1
+    std::optional<double> softcap;        // Gemma 2: the scores soft-capped, tanh(s / c) * c, before the mask
     nlohmann::json values;                // the config values used, by config.json's key
 };
 
-// Reads layer N's settings from CONFIG (SOURCE names the file in messages).
-LayerConfig read_layer_config(const nlohmann::json& config, const std::string& source, std::size_t layer);
+// Reads layer N's settings from CONFIG (SOURCE names the file in messages; KEY_NAMES, when given,
+// how the file spells config.json's keys: a GGUF file's metadata keys).
+LayerConfig read_layer_config(const nlohmann::json& config, const std::string& source, std::size_t layer,
+                              const std::map<std::string, std::string>* key_names = nullptr);
 
 // "LayerNorm (eps 1e-05) -> q/k/v projections -> ... -> output projection": what the layer computes.
 std::string describe_layer(const LayerConfig& config);
@@ -72,23 +78,25 @@ std::string describe_layer(const LayerConfig& config);
 struct StoredTensor {
     std::string role;   // the family's name without the layer prefix: "attn.c_attn.weight"
     std::string name;   // the full name in the file
-    std::string file;   // the .safetensors file holding it
-    std::string dtype;  // "BF16"
+    std::string file;   // the file holding it (.safetensors, .gguf)
+    std::string dtype;  // "BF16" (safetensors), "q4_K" (GGUF)
     Shape shape;
 };
 
-class CheckpointFiles;
+// Where the tensors are stored: a checkpoint folder or a GGUF file (lib/model/model_source.hpp).
+class ModelSource;
 
-// A checkpoint folder opened for layer N: config read, names resolved, shapes checked against
-// the config; no tensor data read yet.
+// A checkpoint folder or GGUF file opened for layer N: config read, names resolved, shapes
+// checked against the config; no tensor data read yet.
 struct CheckpointLayer {
-    std::string dir;
+    std::string dir;                         // the folder or file
     LayerConfig config;
-    std::vector<StoredTensor> tensors;      // layer N's attention tensors (norm included)
-    std::shared_ptr<CheckpointFiles> files;
+    std::vector<StoredTensor> tensors;       // layer N's attention tensors (norm included)
+    std::shared_ptr<ModelSource> files;
 };
 
-CheckpointLayer open_checkpoint_layer(const std::string& dir, std::size_t layer);
+// PATH: a checkpoint folder or a .gguf file (the first of a split one).
+CheckpointLayer open_checkpoint_layer(const std::string& path, std::size_t layer);
 
 // Layer N's weights, converted to T and laid out canonically.
 template <class T>
@@ -96,7 +104,7 @@ struct LayerWeights {
     MhaParams<T> attn;                         // w_q (H*P, E), w_k/w_v (G*P, E), w_o (E, H*P)
     std::optional<Array<T>> norm_weight;       // (E)
     std::optional<Array<T>> norm_bias;         // (E), LayerNorm only
-    std::optional<Array<T>> q_norm, k_norm;    // (P), Qwen3
+    std::optional<Array<T>> q_norm, k_norm;    // (P), Qwen3; (H*P), (G*P) over the whole projection
 };
 
 template <class T>
@@ -124,5 +132,16 @@ nlohmann::json checkpoint_info_json(const std::string& path);
 
 // True when PATH is a folder holding config.json, or a .safetensors file.
 bool is_checkpoint_path(const std::string& path);
+
+// `attntrace info` on a GGUF file (the first of a split one): the format version, architecture,
+// files and bytes, the sizes its metadata gives (layers, hidden, heads, kv_heads, head_dim,
+// intermediate, context_length), each tensor type with its count (and whether attntrace reads
+// it), the tokenizer (model, pre, tokens, merges, bos/eos ids); for an architecture attntrace
+// runs, the model and each layer's plan, else why not ("not run"). One text block, or one JSON
+// object: path, format, version, files, bytes, architecture, name, sizes, tensors,
+// tensor_types [{type, tensors, parameters, bytes, read}], tokenizer, metadata_keys, model,
+// layer [{index, model_plan}] (or model null and not_run).
+std::string gguf_info(const std::string& path);
+nlohmann::json gguf_info_json(const std::string& path);
 
 }  // namespace attntrace

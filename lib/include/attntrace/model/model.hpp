@@ -21,6 +21,7 @@
 // size, V vocabulary, N layers.
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +41,21 @@ enum class Residual : std::uint8_t {
     parallel,        // out = x + attn(norm1 x) + mlp(norm2 x)           NeoX use_parallel_residual
     post_layernorm,  // a = norm1 x; h = norm2(a + attn a); out = h + mlp h
                      //                                                  BLOOM apply_residual_connection_post_layernorm
+    sandwich,        // h = x + post1(attn(norm1 x)); out = h + post2(mlp(norm2 h)), norm1 / norm2 absent
+                     // when the layer has none (OLMo 2)                 Gemma 2 and 3, OLMo 2
+};
+
+// A sparse mixture-of-experts MLP (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE): per token the router's
+// softmax over X experts, the top K (renormalised to sum 1 when `normalize`), the token through each
+// of its experts (gated MLPs of size I_x), summed with those weights; Qwen2-MoE adds a shared expert
+// (size I_s) scaled by sigmoid(shared_expert_gate x). Layers where `sparse` is false have the dense MLP.
+struct MoeConfig {
+    std::size_t experts = 0;             // X
+    std::size_t top_k = 0;               // K
+    std::size_t intermediate = 0;        // I_x, each expert's
+    std::size_t shared_intermediate = 0; // I_s, 0: no shared expert
+    bool normalize = false;              // the top K weights divided by their sum
+    std::vector<bool> sparse;            // (N) the layers with a MoE MLP
 };
 
 enum class Mlp : std::uint8_t {
@@ -81,6 +97,10 @@ struct ModelConfig {
     Head head = Head::causal_lm;
     Activation head_activation = Activation::gelu;  // masked_lm's transform
     bool tied = false;                     // the head's W is the token embeddings
+    bool scale_embeddings = false;         // Gemma: the token rows x sqrt(E), rounded to the embeddings' dtype
+    double norm_offset = 0;                // Gemma's RMSNorm x * (1 + w): the norm weights read plus 1
+    std::optional<double> final_softcap;   // Gemma 2/3: logits := tanh(logits / c) * c
+    std::optional<MoeConfig> moe;          // a mixture of experts
     std::optional<std::size_t> max_length; // the longest sequence the position table holds
     std::size_t position_offset = 0;       // RoBERTa: positions count from padding_idx + 1
     std::size_t token_types = 0;           // BERT: type_vocab_size (every token is type 0)
@@ -101,7 +121,7 @@ struct ModelTensors;
 // too; `head_missing` says why there is no head (a BERT saved without its MLM head, an untied
 // lm_head.weight absent), empty when there is one.
 struct Model {
-    std::string dir;
+    std::string dir;  // the folder or GGUF file
     ModelConfig config;
     std::string head_missing;
     std::shared_ptr<const ModelTensors> tensors;
@@ -109,12 +129,15 @@ struct Model {
     bool has_head() const { return head_missing.empty(); }
 };
 
-// Opens DIR (config.json + model.safetensors or shards). InputError naming the file for a bad
-// config, "missing tensor 'NAME' (SHAPE)" for a missing tensor, ShapeError for a wrong shape.
-Model open_model(const std::string& dir);
+// Opens PATH: a checkpoint folder (config.json + model.safetensors or shards) or a GGUF file (the
+// first of a split one). InputError naming the file for a bad config, "missing tensor 'NAME'
+// (SHAPE)" for a missing tensor, ShapeError for a wrong shape.
+Model open_model(const std::string& path);
 
-// Reads the whole-model settings from CONFIG (SOURCE names the file in messages).
-ModelConfig read_model_config(const nlohmann::json& config, const std::string& source);
+// Reads the whole-model settings from CONFIG (SOURCE names the file in messages; KEY_NAMES as
+// read_layer_config's).
+ModelConfig read_model_config(const nlohmann::json& config, const std::string& source,
+                              const std::map<std::string, std::string>* key_names = nullptr);
 
 // "gpt2, 12 layers, 12 heads (12 kv heads) of 64, hidden 768, MLP 3072 gelu_new, vocabulary 50257"
 std::string describe_model(const ModelConfig& config);

@@ -98,6 +98,20 @@ private:
     std::vector<double> row_weight_;  // (H, queries of the second R) of the current layer
 };
 
+// Keeps the routing of the MoE layers LAYERS flags (empty: all).
+template <class T>
+class RoutingCollector final : public ModelObserver<T> {
+public:
+    explicit RoutingCollector(std::vector<bool> layers) : layers_(std::move(layers)) {}
+    void expert_routing(const LayerRouting& routing) override {
+        if (layers_.empty() || layers_[routing.layer]) layers[routing.layer] = routing;
+    }
+    std::map<std::size_t, LayerRouting> layers;
+
+private:
+    std::vector<bool> layers_;
+};
+
 // Everything the trace shows.
 struct ModelTrace {
     std::string dir;
@@ -108,6 +122,7 @@ struct ModelTrace {
     std::map<std::size_t, std::vector<HeadSummary>> heads;     // kept layer -> (H)
     std::optional<InductionSequence> induction;
     std::map<std::size_t, std::vector<double>> induction_scores;  // kept layer -> (H)
+    std::map<std::size_t, LayerRouting> routing;               // kept MoE layer -> its routing
     std::string predicted;                                     // "next" or "mask" ("" none asked)
     std::vector<Prediction> predictions;
     nlohmann::json outputs = nlohmann::json::object();        // {"hidden_states": FILE or null, ...}
@@ -117,14 +132,22 @@ struct ModelTrace {
 std::string model_head_role(const HeadSummary& head, std::optional<double> induction);
 
 // The text trace: a header line (family, layers, heads, kv heads, L, dtype), the tokens with their
-// ids, per kept layer one line per head (entropy, detectors, induction, role), the predictions, and
-// the files written.
+// ids, per kept layer one line per head (entropy, detectors, induction, role) and, for a MoE layer,
+// one line of how many tokens each expert took, the predictions, and the files written.
 std::string render_model_text(const ModelTrace& trace);
 
 // The same as one document: {"command": "model", "model": {...}, "tokens": [{"id", "token", "text"}],
-// "layers": [{"layer", "heads": [head_stats' fields + "induction"]}], "induction": {...} or null,
+// "layers": [{"layer", "heads": [head_stats' fields + "induction"]}, for a mixture of experts "experts":
+// [{"ids": [K], "weights": [K]}] per position (null for a dense layer)], "induction": {...} or null,
 // "predictions": {"kind", "positions": [{"position", "top": [{"id", "text", "probability", "logit"}]}]},
 // "outputs": {...}}.
 nlohmann::json model_trace_json(const ModelTrace& trace);
+
+// The trace's "model" object: dir, model_type, sizes, description, config values, dtype, threads
+// (null for all cores). Shared by the analyses' JSON (analysis/render.hpp).
+nlohmann::json model_summary_json(const std::string& dir, const ModelConfig& config, const std::string& dtype,
+                                  std::size_t threads);
+// The trace's "tokens": [{id, token, text}].
+nlohmann::json tokens_json(const std::vector<TraceToken>& tokens);
 
 }  // namespace attntrace

@@ -26,3 +26,13 @@ std::string hex_colour(Rgb c);
 std::string_view viridis_hex_table();
 
 }  // namespace attntrace
+
+namespace attntrace {
+
+// T in [0, 1] (clamped; NaN reads as 0.5, the centre) to matplotlib's diverging "RdBu_r": blue at
+// 0, near-white at 0.5, red at 1 (ColorBrewer's 11 RdBu colours, matplotlib's _RdBu_data,
+// interpolated linearly as its LinearSegmentedColormap does, then rounded to 8 bits): the colour of
+// a signed value centred on 0, as TransformerLens's and circuitsvis's plots show them.
+Rgb red_blue(double t);
+
+}  // namespace attntrace

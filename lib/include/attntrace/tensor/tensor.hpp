@@ -39,6 +39,8 @@ template <>
 constexpr DType dtype_of<float>() { return DType::f4; }
 template <>
 constexpr DType dtype_of<double>() { return DType::f8; }
+template <>
+constexpr DType dtype_of<std::int64_t>() { return DType::i8; }  // ids (a MoE layer's experts)
 
 enum class FileFormat : std::uint8_t { npy, json };
 std::string_view format_name(FileFormat format);  // "npy", "json"

@@ -1,0 +1,101 @@
+// A GGUF file as a model source (gguf_source.hpp).
+#include "gguf_source.hpp"
+
+#include <filesystem>
+
+#include "attntrace/tensor/errors.hpp"
+
+namespace attntrace {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& file, const std::string& what) { throw InputError(file + ": " + what); }
+
+// The family whose GGUF table reads architecture ARCH, and its entry; or nulls.
+std::pair<const Family*, const GgufTable::Architecture*> family_of(std::string_view arch) {
+    for (const Family* f : families())
+        if (const GgufTable* t = f->gguf())
+            if (const GgufTable::Architecture* a = t->architecture(arch)) return {f, a};
+    return {nullptr, nullptr};
+}
+
+std::string gguf_architectures() {
+    std::string out;
+    for (const Family* f : families())
+        if (const GgufTable* t = f->gguf())
+            for (const GgufTable::Architecture& a : t->architectures) out += (out.empty() ? "" : ", ") + std::string(a.name);
+    return out;
+}
+
+}  // namespace
+
+GgufSource::GgufSource(const std::string& path) : files_(GgufFiles::open(path)) {
+    for (const GgufTensor& t : files_->tensors())
+        names_.emplace(t.name, std::filesystem::path(files_->file_of(t)).filename().string());
+    const auto arch = files_->string("general.architecture");
+    if (!arch) fail(path, "no general.architecture: not a model (a vocabulary-only file?)");
+    const auto [family, entry] = family_of(*arch);
+    if (!family)
+        fail(path, "architecture '" + std::string(*arch) + "' is not read (attntrace reads " + gguf_architectures() + ")");
+    read_config(*family, *arch, entry->model_type);
+    if (const GgufTensor* t = files_->tensor("rope_freqs.weight")) {
+        rope_factors_.resize(*checked_element_count(t->shape));
+        rows(t->name, 0, t->shape.empty() ? 1 : t->shape[0], rope_factors_.data());
+    }
+}
+
+// config.json's keys from the metadata, through FAMILY's table (gguf_source.hpp).
+void GgufSource::read_config(const Family& family, std::string_view arch, std::string_view model_type) {
+    const GgufTable& table = *family.gguf();
+    config_ = {{"model_type", model_type}};
+    auto put = [&](const std::string& key, const std::string& config) {
+        key_names_[config] = key;  // so that a missing key is named as the file would spell it
+        if (const GgufValue* v = files_->find(key)) config_[config] = GgufFiles::to_json(*v, 64);
+    };
+    const std::string prefix = std::string(arch) + ".";
+    for (const GgufTable::Key& k : table.keys) put(prefix + std::string(k.key), std::string(k.config));
+    for (const char* id : {"bos", "eos", "unk", "sep", "pad", "cls", "mask"})
+        put("tokenizer.ggml." + std::string(id) + "_token_id", std::string(id) + "_token_id");
+    if (const auto type = files_->string(prefix + "rope.scaling.type"); type && *type != "none") {
+        config_["rope_scaling"] = {{"rope_type", *type}, {"factor", files_->number(prefix + "rope.scaling.factor").value_or(1.0)}};
+        key_names_["rope_scaling"] = prefix + "rope.scaling.type";
+    }
+    for (const GgufTable::Flag& f : table.flags) config_[std::string(f.key)] = (names_.count(std::string(f.tensor)) != 0) != f.negated;
+    if (const GgufTensor* t = files_->tensor(table.token_embedding); t && t->shape.size() == 2)
+        config_["vocab_size"] = t->shape[0];
+    if (table.derive) table.derive(*files_, arch, config_);
+}
+
+void GgufSource::adjust(LayerConfig& c) {
+    if (rope_factors_.empty() || !c.rotary) return;
+    if (rope_factors_.size() != c.rotary->inv_freq.size())
+        fail(path(), "rope_freqs.weight holds " + std::to_string(rope_factors_.size()) + " factors but the rotary has " +
+                         std::to_string(c.rotary->inv_freq.size()) + " frequencies");
+    for (std::size_t i = 0; i < rope_factors_.size(); ++i) c.rotary->inv_freq[i] /= rope_factors_[i];
+}
+
+const GgufTensor& GgufSource::tensor(const std::string& name) const {
+    const GgufTensor* t = files_->tensor(name);
+    if (!t) fail(path(), "no tensor '" + name + "'");
+    return *t;
+}
+
+TensorMeta GgufSource::meta(const std::string& name) {
+    const GgufTensor& t = tensor(name);
+    return {gguf_tensor_type_name(t.type), t.shape};
+}
+
+void GgufSource::rows(const std::string& name, std::size_t r0, std::size_t r1, float* out) {
+    files_->read_rows(tensor(name), r0, r1, out);
+}
+void GgufSource::rows(const std::string& name, std::size_t r0, std::size_t r1, double* out) {
+    files_->read_rows(tensor(name), r0, r1, out);
+}
+
+const void* GgufSource::resident(const std::string& name, std::size_t r0, std::size_t r1, std::size_t element) {
+    return element == sizeof(float) ? files_->in_place(tensor(name), r0, r1) : nullptr;
+}
+
+void GgufSource::release(const std::string& name, std::size_t r0, std::size_t r1) { files_->release(tensor(name), r0, r1); }
+
+}  // namespace attntrace

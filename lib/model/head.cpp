@@ -1,0 +1,146 @@
+// The final norm and the head (head.hpp), and the unembedding the analyses read (forward.hpp).
+#include "head.hpp"
+
+#include <cmath>
+
+#include <algorithm>
+
+#include "attntrace/model/activations.hpp"
+#include "attntrace/model/forward.hpp"
+#include "attntrace/model/norms.hpp"
+#include "attntrace/tensor/errors.hpp"
+#include "model_tensors.hpp"
+#include "products.hpp"
+
+namespace attntrace {
+
+namespace {
+
+template <class T>
+NormWeights<T> norm_of(NormKind kind, double eps, const std::optional<Array<T>>& w, const std::optional<Array<T>>& b) {
+    return {kind, w ? w->data() : nullptr, b ? b->data() : nullptr, eps};
+}
+
+// The masked-LM head's transform (BERT cls.predictions.transform, RoBERTa lm_head.dense /
+// layer_norm) of X (R, E): norm(act(dense X)).
+template <class T>
+Array<T> mlm_transform(const Model& model, const Array<T>& x, std::size_t threads) {
+    const ModelConfig& m = model.config;
+    const ModelTensors& t = *model.tensors;
+    const std::size_t rows = x.shape()[0];
+    const auto dense = load_small<T>(t, t.head, Canonical::head_dense);
+    const auto dense_bias = load_small<T>(t, t.head, Canonical::head_dense_bias);
+    Array<T> y = Array<T>::from_shape({rows, m.hidden});
+    linear(x.data(), rows, WeightView<T>{dense->data(), m.hidden, m.hidden, false, dense_bias ? dense_bias->data() : nullptr},
+           y.data(), m.hidden, T(0), threads);
+    activate(m.head_activation, y.data(), rows, m.hidden, m.hidden, nullptr);
+    const auto w = load_small<T>(t, t.head, Canonical::head_norm_weight);
+    const auto b = load_small<T>(t, t.head, Canonical::head_norm_bias);
+    add_and_norm(y.data(), nullptr, nullptr, y.data(), rows, m.hidden, norm_of(NormKind::layer_norm, m.norm_eps, w, b),
+                 threads);
+    return y;
+}
+
+// The head's (V, E) weight: the LM head's own or the token embeddings.
+const ModelTensor& head_weight(const Model& model) {
+    const ModelTensors& t = *model.tensors;
+    return model.config.tied ? *ModelTensors::find(t.embeddings, Canonical::token_embedding)
+                              : *ModelTensors::find(t.head, Canonical::head_decoder);
+}
+
+void require_head(const Model& model) {
+    if (!model.has_head()) throw UsageError("logits: " + model.head_missing);
+}
+
+}  // namespace
+
+template <class T>
+void final_norm_rows(const Model& model, T* x, std::size_t rows, std::size_t threads) {
+    const FinalNorm<T> f = final_norm_weights<T>(model);
+    if (f.kind == NormKind::none) return;
+    add_and_norm(x, nullptr, nullptr, x, rows, model.config.hidden, norm_of(f.kind, f.eps, f.weight, f.bias), threads);
+}
+
+// In blocks of kHeadRows vocabulary rows, one block per task, each worker converting its block into
+// its own buffer, or reading it in place when the file holds it as T, its pages dropped after.
+template <class T>
+Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T* destination) {
+    constexpr std::size_t kHeadRows = 512;
+    const ModelConfig& m = model.config;
+    const ModelTensors& t = *model.tensors;
+    const Array<T> x = m.head == Head::masked_lm ? mlm_transform(model, final, threads) : final;
+    const ModelTensor* w = &head_weight(model);
+    const auto bias = load_small<T>(t, t.head, Canonical::head_bias);
+    const std::size_t p = x.shape()[0], e = m.hidden, v = m.vocab, blocks = (v + kHeadRows - 1) / kHeadRows;
+    Array<T> held;  // empty when the caller gave the (P, V) logits their place
+    T* logits = destination ? destination : (held = Array<T>::from_shape({p, v})).data();
+    threads = std::min(threads, blocks);
+    const T* in_file = t.files->in_place<T>(w->stored.name, 0, 0);  // each block's pages mapped by its task
+    std::vector<std::vector<T>> staged(in_file ? 0 : threads, std::vector<T>(kHeadRows * e));
+    parallel_for(blocks, threads, [&](std::size_t blk, std::size_t worker) {
+        const std::size_t v0 = blk * kHeadRows, v1 = std::min(v, v0 + kHeadRows);
+        const T* rows = in_file ? t.files->in_place<T>(w->stored.name, v0, v1) : staged[worker].data();
+        if (!in_file) t.files->read_rows(w->stored.name, v0, v1, staged[worker].data());
+        gemm<T>(false, true, p, v1 - v0, e, T(1), x.data(), e, rows, e, T(0), logits + v0, v);
+        if (bias)
+            for (std::size_t r = 0; r < p; ++r)
+                for (std::size_t c = v0; c < v1; ++c) logits[r * v + c] += bias->data()[c];
+        if (m.final_softcap)  // Gemma 2/3 *ForCausalLM.forward: logits / c, tanh, * c
+            for (std::size_t r = 0; r < p; ++r)
+                for (std::size_t c = v0; c < v1; ++c)
+                    logits[r * v + c] = std::tanh(logits[r * v + c] / T(*m.final_softcap)) * T(*m.final_softcap);
+        if (in_file) t.files->release(w->stored.name, v0, v1);
+    });
+    return held;
+}
+
+template <class T>
+Array<T> unembed(const Model& model, const Array<T>& x, std::size_t threads) {
+    require_head(model);
+    const SingleThreadedBlas blas;
+    threads = thread_count(threads);
+    Array<T> normed = x;
+    final_norm_rows(model, normed.data(), normed.shape()[0], threads);
+    return head(model, normed, threads);
+}
+
+template <class T>
+FinalNorm<T> final_norm_weights(const Model& model) {
+    const ModelConfig& m = model.config;
+    if (!m.final_norm) return {};
+    const ModelTensors& t = *model.tensors;
+    return {m.norm, m.norm_eps, load_small<T>(t, t.final_norm, Canonical::final_norm_weight),
+            load_small<T>(t, t.final_norm, Canonical::final_norm_bias)};
+}
+
+template <class T>
+Array<T> unembedding_rows(const Model& model, const std::vector<std::uint32_t>& ids) {
+    require_head(model);
+    const ModelTensor& w = head_weight(model);
+    Array<T> rows = Array<T>::from_shape({ids.size(), model.config.hidden});
+    gather_rows(*model.tensors, w, std::vector<std::size_t>(ids.begin(), ids.end()), rows.data());
+    return rows;
+}
+
+template <class T>
+std::vector<T> unembedding_bias(const Model& model, const std::vector<std::uint32_t>& ids) {
+    require_head(model);
+    const ModelTensors& t = *model.tensors;
+    const auto bias = load_small<T>(t, t.head, Canonical::head_bias);
+    std::vector<T> out(ids.size(), T(0));
+    if (bias)
+        for (std::size_t i = 0; i < ids.size(); ++i) out[i] = bias->data()[ids[i]];
+    return out;
+}
+
+#define ATTNTRACE_HEAD(T)                                                                                  \
+    template void final_norm_rows(const Model&, T*, std::size_t, std::size_t);                             \
+    template Array<T> head(const Model&, const Array<T>&, std::size_t, T*);                                \
+    template Array<T> unembed(const Model&, const Array<T>&, std::size_t);                                 \
+    template FinalNorm<T> final_norm_weights(const Model&);                                                \
+    template Array<T> unembedding_rows(const Model&, const std::vector<std::uint32_t>&);                   \
+    template std::vector<T> unembedding_bias(const Model&, const std::vector<std::uint32_t>&);
+ATTNTRACE_HEAD(float)
+ATTNTRACE_HEAD(double)
+
+}  // namespace attntrace

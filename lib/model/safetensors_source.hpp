@@ -1,0 +1,63 @@
+#pragma once
+// The source of a Hugging Face checkpoint (model_source.hpp): a folder with config.json and
+// model.safetensors or the shards that model.safetensors.index.json lists, or one .safetensors
+// file (no configuration). config.json is read when first asked for, and the safetensors files
+// after it (so a config error is said first); each file is opened (memory-mapped, header
+// parsed) when one of its tensors is first asked for; a tensor is read converted to T, and its
+// pages are dropped once read. Internal to lib/model.
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "attntrace/io/file_bytes.hpp"
+#include "attntrace/io/safetensors.hpp"
+#include "model_source.hpp"
+
+namespace attntrace {
+
+class SafetensorsSource final : public ModelSource {
+public:
+    // PATH: a folder with config.json and model.safetensors or model.safetensors.index.json, or
+    // one .safetensors file.
+    explicit SafetensorsSource(std::string path);
+
+    const std::string& path() const override { return path_; }
+    const std::map<std::string, std::string>& names() override;
+    TensorMeta meta(const std::string& name) override;
+    const nlohmann::json& config() override;
+    const std::string& config_name() const override { return config_name_; }
+    std::string config_word() const override { return "config.json"; }
+    const std::map<std::string, std::string>& key_names() const override;
+    void release(const std::string& name, std::size_t r0 = 0, std::size_t r1 = SIZE_MAX) override;
+
+private:
+    struct Shard {
+        FileBytes bytes;
+        SafetensorsIndex index;
+    };
+
+    void rows(const std::string& name, std::size_t r0, std::size_t r1, float* out) override;
+    void rows(const std::string& name, std::size_t r0, std::size_t r1, double* out) override;
+    template <class T>
+    void rows_of(const std::string& name, std::size_t r0, std::size_t r1, T* out);
+    const void* resident(const std::string& name, std::size_t r0, std::size_t r1, std::size_t element) override;
+
+    void open_files();
+    std::string path_of(const std::string& file) const;
+    void add_file(const std::string& file);
+    void read_index(const std::string& index_path);
+    Shard& open_shard(const std::string& file);
+    Shard& shard(const std::string& name);
+
+    std::string path_;
+    std::string dir_;                           // the folder of the files
+    std::string config_name_;                   // DIR/config.json
+    std::optional<nlohmann::json> config_;
+    bool opened_ = false;
+    std::string index_name_;                    // model.safetensors.index.json, when sharded
+    std::map<std::string, std::string> where_;  // tensor -> file
+    std::map<std::string, std::unique_ptr<Shard>> shards_;
+};
+
+}  // namespace attntrace
