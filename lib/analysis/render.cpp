@@ -255,6 +255,7 @@ std::string component_name(const Component& k) {
     switch (k.kind) {
     case ComponentKind::head: return "head " + std::to_string(*k.layer) + "." + std::to_string(*k.head);
     case ComponentKind::attn_bias: return "attn bias " + std::to_string(*k.layer);
+    case ComponentKind::attn: return "attn " + std::to_string(*k.layer);
     case ComponentKind::mlp: return "mlp " + std::to_string(*k.layer);
     default: return component_kind_name(k.kind);
     }

@@ -64,7 +64,7 @@ void final_norm_rows(const Model& model, T* x, std::size_t rows, std::size_t thr
 // In blocks of kHeadRows vocabulary rows, one block per task, each worker converting its block into
 // its own buffer, or reading it in place when the file holds it as T, its pages dropped after.
 template <class T>
-Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T* destination) {
+Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T* destination, bool capped) {
     constexpr std::size_t kHeadRows = 512;
     const ModelConfig& m = model.config;
     const ModelTensors& t = *model.tensors;
@@ -85,7 +85,7 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T*
         if (bias)
             for (std::size_t r = 0; r < p; ++r)
                 for (std::size_t c = v0; c < v1; ++c) logits[r * v + c] += bias->data()[c];
-        if (m.final_softcap)  // Gemma 2/3 *ForCausalLM.forward: logits / c, tanh, * c
+        if (m.final_softcap && capped)  // Gemma 2/3 *ForCausalLM.forward: logits / c, tanh, * c
             for (std::size_t r = 0; r < p; ++r)
                 for (std::size_t c = v0; c < v1; ++c)
                     logits[r * v + c] = std::tanh(logits[r * v + c] / T(*m.final_softcap)) * T(*m.final_softcap);
@@ -95,13 +95,13 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T*
 }
 
 template <class T>
-Array<T> unembed(const Model& model, const Array<T>& x, std::size_t threads) {
+Array<T> unembed(const Model& model, const Array<T>& x, std::size_t threads, bool capped) {
     require_head(model);
     const SingleThreadedBlas blas;
     threads = thread_count(threads);
     Array<T> normed = x;
     final_norm_rows(model, normed.data(), normed.shape()[0], threads);
-    return head(model, normed, threads);
+    return head(model, normed, threads, static_cast<T*>(nullptr), capped);
 }
 
 template <class T>
@@ -135,8 +135,8 @@ std::vector<T> unembedding_bias(const Model& model, const std::vector<std::uint3
 
 #define ATTNTRACE_HEAD(T)                                                                                  \
     template void final_norm_rows(const Model&, T*, std::size_t, std::size_t);                             \
-    template Array<T> head(const Model&, const Array<T>&, std::size_t, T*);                                \
-    template Array<T> unembed(const Model&, const Array<T>&, std::size_t);                                 \
+    template Array<T> head(const Model&, const Array<T>&, std::size_t, T*, bool);                                \
+    template Array<T> unembed(const Model&, const Array<T>&, std::size_t, bool);                                 \
     template FinalNorm<T> final_norm_weights(const Model&);                                                \
     template Array<T> unembedding_rows(const Model&, const std::vector<std::uint32_t>&);                   \
     template std::vector<T> unembedding_bias(const Model&, const std::vector<std::uint32_t>&);
