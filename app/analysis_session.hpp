@@ -50,8 +50,10 @@ AnalysisSession open_analysis(const AnalysisFlags& f);
 std::uint32_t one_token(const AnalysisSession& s, const std::string& flag, const std::string& text);
 
 // The metric's flags read: --position (default: the last token; a masked LM's first mask token),
-// --target / --target-id (REQUIRED: an error without), --versus / --versus-id.
-attntrace::MetricRequest metric_request(const AnalysisSession& s, const AnalysisFlags& f, bool target_required);
+// --target / --target-id (REQUIRED: an error without), --versus / --versus-id. Without POSITION
+// (the lens, which reads every position) no position is chosen.
+attntrace::MetricRequest metric_request(const AnalysisSession& s, const AnalysisFlags& f, bool target_required,
+                                        bool position = true);
 
 // The renderers' context for COMMAND run in T.
 template <class T>
