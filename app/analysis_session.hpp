@@ -63,6 +63,9 @@ attntrace::AnalysisContext analysis_context(const AnalysisSession& s, const Anal
 // file: OUTPUTS as (flag, path), empty paths skipped. --plot must end in .png or .svg.
 void check_analysis_outputs(const AnalysisFlags& f, const std::vector<std::pair<std::string, std::string>>& outputs);
 
+// The library's "memory budget: ..." (a sweep that cannot fit) in the flag's words.
+inline const FlagNames kBudgetPhrase = {{"memory budget:", "--max-memory:"}};
+
 // --max-memory in bytes (default: half the RAM), UsageError naming the flag when malformed.
 std::uint64_t analysis_budget(const AnalysisFlags& f);
 

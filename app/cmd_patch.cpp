@@ -67,8 +67,8 @@ nlohmann::json patch_pair(const AnalysisSession& s, const PatchFlags& f, const S
     o.site = f.site;
     o.threads = f.threads;
     o.budget = analysis_budget(f);
-    PatchResult r = naming_flags({{"memory budget", "--max-memory"}, {"position", "--position"}},
-                                 [&] { return patch<T>(s.model, clean.ids, corrupt.ids, request, o); });
+    PatchResult r = naming_flags({{"position", "--position"}},
+                                 [&] { return patch<T>(s.model, clean.ids, corrupt.ids, request, o); }, kBudgetPhrase);
     AnalysisContext c = analysis_context<T>(s, f, "patch");
     c.tokens = clean.tokens, c.corrupt_tokens = corrupt.tokens;
     if (!f.output.empty()) save_tensor(f.output, r.values, FileFormat::npy);
