@@ -85,12 +85,13 @@ std::uint32_t one_token(const AnalysisSession& s, const std::string& flag, const
                      " tokens, not one: " + tokens);
 }
 
-MetricRequest metric_request(const AnalysisSession& s, const AnalysisFlags& f, bool target_required) {
+MetricRequest metric_request(const AnalysisSession& s, const AnalysisFlags& f, bool target_required, bool position) {
     MetricRequest r;
     r.target = token_flags(s, "target", f.target, f.target_id);
     r.versus = token_flags(s, "versus", f.versus, f.versus_id);
     if (target_required && !r.target) throw UsageError("--target: give the token to measure (--target or --target-id)");
     const std::size_t l = s.seq.ids.size();
+    if (!position) return r;
     if (f.position) {
         r.position = *f.position;
     } else if (s.model.config.causal()) {

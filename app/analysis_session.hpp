@@ -50,8 +50,10 @@ AnalysisSession open_analysis(const AnalysisFlags& f);
 std::uint32_t one_token(const AnalysisSession& s, const std::string& flag, const std::string& text);
 
 // The metric's flags read: --position (default: the last token; a masked LM's first mask token),
-// --target / --target-id (REQUIRED: an error without), --versus / --versus-id.
-attntrace::MetricRequest metric_request(const AnalysisSession& s, const AnalysisFlags& f, bool target_required);
+// --target / --target-id (REQUIRED: an error without), --versus / --versus-id. Without POSITION
+// (the lens, which reads every position) no position is chosen.
+attntrace::MetricRequest metric_request(const AnalysisSession& s, const AnalysisFlags& f, bool target_required,
+                                        bool position = true);
 
 // The renderers' context for COMMAND run in T.
 template <class T>
@@ -60,6 +62,9 @@ attntrace::AnalysisContext analysis_context(const AnalysisSession& s, const Anal
 // No output replaces an input (the model's files, the text or ids file) and no two outputs are one
 // file: OUTPUTS as (flag, path), empty paths skipped. --plot must end in .png or .svg.
 void check_analysis_outputs(const AnalysisFlags& f, const std::vector<std::pair<std::string, std::string>>& outputs);
+
+// The library's "memory budget: ..." (a sweep that cannot fit) in the flag's words.
+inline const FlagNames kBudgetPhrase = {{"memory budget:", "--max-memory:"}};
 
 // --max-memory in bytes (default: half the RAM), UsageError naming the flag when malformed.
 std::uint64_t analysis_budget(const AnalysisFlags& f);

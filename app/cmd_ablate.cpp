@@ -51,9 +51,9 @@ void run_ablate(const AblateFlags& f) {
     o.logits = !f.logits.empty();
     o.threads = f.threads;
     o.budget = analysis_budget(f);
-    const AblationResult<T> r = naming_flags({{"memory budget", "--max-memory"}}, [&] {
+    const AblationResult<T> r = naming_flags({}, [&] {
         return each ? ablate_each<T>(s.model, s.seq.ids, request, o) : ablate_heads<T>(s.model, s.seq.ids, heads, request, o);
-    });
+    }, kBudgetPhrase);
     const AnalysisContext c = analysis_context<T>(s, f, "ablate");
     if (!f.output.empty()) save_tensor(f.output, *r.values, FileFormat::npy);
     if (!f.plot.empty()) write_matrix_picture(f.plot, each_picture(c, r.metric, *r.values, f.ablation));

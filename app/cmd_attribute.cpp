@@ -1,5 +1,7 @@
 // attntrace attribute MODEL (--text S | --ids ...) --target S|--target-id N [--versus S|--versus-id N]
 // [--position P] [-o F.npy] [--plot F.png|F.svg]: direct logit attribution (docs/interventions.md).
+#include <algorithm>
+
 #include "analysis_session.hpp"
 #include "attntrace/analysis/attribute.hpp"
 #include "attntrace/io/tensor_io.hpp"
@@ -9,12 +11,19 @@ using namespace attntrace;
 
 namespace {
 
-// (N, H) of the heads' contributions, and (N) of the MLPs'.
+// Whether A has a component per layer's attention (Gemma 2/3, OLMo 2) instead of per head.
+bool by_layer(const Attribution& a) {
+    return std::any_of(a.components.begin(), a.components.end(), [](const Component& k) { return k.kind == ComponentKind::attn; });
+}
+
+// (N, H) of the heads' contributions ((N, 1) of each layer's attention by_layer), and (N) of the MLPs'.
 std::pair<Array<double>, std::vector<double>> head_table(const ModelConfig& m, const Attribution& a) {
-    Array<double> heads = Array<double>::from_shape({m.layers.size(), m.heads});
+    Array<double> heads = Array<double>::from_shape({m.layers.size(), by_layer(a) ? 1 : m.heads});
+    heads.fill(0.0);
     std::vector<double> mlps(m.layers.size(), 0.0);
     for (const Component& k : a.components) {
         if (k.kind == ComponentKind::head) heads(*k.layer, *k.head) = k.value;
+        if (k.kind == ComponentKind::attn) heads(*k.layer, 0) = k.value;
         if (k.kind == ComponentKind::mlp) mlps[*k.layer] = k.value;
     }
     return {heads, mlps};
@@ -27,12 +36,13 @@ MatrixPicture attribution_picture(const AnalysisContext& c, const Attribution& a
     p.title = "direct logit attribution: " + describe_model(m);
     p.lines.push_back("metric: " + metric_text(c, a.metric));
     p.lines.push_back("colour: what each head (and each layer's MLP, last column) writes into it through the frozen final norm");
-    p.row_axis = "layer", p.col_axis = "head";
+    const std::size_t cols = heads.shape()[1];
+    p.row_axis = "layer", p.col_axis = by_layer(a) ? "sublayer" : "head";
     for (std::size_t n = 0; n < m.layers.size(); ++n) p.row_labels.push_back(std::to_string(n));
-    for (std::size_t h = 0; h < m.heads; ++h) p.col_labels.push_back(std::to_string(h));
+    for (std::size_t h = 0; h < cols; ++h) p.col_labels.push_back(by_layer(a) ? "attn" : std::to_string(h));
     p.col_labels.push_back("MLP");
     for (std::size_t n = 0; n < m.layers.size(); ++n) {
-        for (std::size_t h = 0; h < m.heads; ++h) p.values.push_back(heads(n, h));
+        for (std::size_t h = 0; h < cols; ++h) p.values.push_back(heads(n, h));
         p.values.push_back(mlps[n]);
     }
     p.diverging = true;

@@ -45,7 +45,7 @@ void run_lens(const LensFlags& f) {
     check_analysis_outputs(f, {{"-o", f.output}, {"--plot", f.plot}});
     const AnalysisSession s = open_analysis(f);
     const ModelConfig& m = s.model.config;
-    const MetricRequest request = metric_request(s, f, false);  // the target, if any
+    const MetricRequest request = metric_request(s, f, false, false);  // the target, if any
     if (!f.output.empty() && !request.target) throw UsageError("-o: writes the target's probability; give --target");
     LensOptions o;
     o.top = f.top;
@@ -60,7 +60,7 @@ void run_lens(const LensFlags& f) {
     if (!f.output.empty()) save_tensor(f.output, target_probabilities(r), FileFormat::npy);
     if (!f.plot.empty()) write_matrix_picture(f.plot, lens_picture(c, r, request.target));
     print_analysis(f, f.format == TraceFormat::json ? lens_json(c, r, request.target) : nlohmann::json(),
-                   f.format == TraceFormat::json ? "" : lens_text(c, r, request.target));
+                   f.format == TraceFormat::json ? "" : lens_text(c, r, request.target, f.position.value_or(SIZE_MAX)));
 }
 
 }  // namespace
@@ -69,6 +69,7 @@ void setup_lens(CLI::App& app) {
     auto run = [](const LensFlags& f) { with_precision(f.dtype, [&]<class T>() { run_lens<T>(f); }); };
     auto [f, cmd] = add_command<LensFlags>(app, "lens", "The logit lens: what each layer predicts at every position", run);
     add_analysis_flags(*cmd, *f, false);
+    cmd->get_option("--position")->description("with --top K > 1, the position whose K tokens the text lists (default: the last)");
     cmd->add_option("--top", f->top, "the K most likely tokens per layer and position (default 1)")->check(positive_integer(1000));
     cmd->add_option("--layers", f->layers, "the layers shown, 0 (the embeddings) to N (the model's output): e.g. 0-3,12");
     cmd->footer(R"(Examples:

@@ -37,10 +37,10 @@ MatrixPicture patch_picture(const AnalysisContext& c, const PatchResult& r) {
     m.title = std::string("activation patching, ") + patch_site_name(r.site) + ": " + describe_model(*c.config);
     m.lines.push_back("metric: " + metric_text(c, r.metric) + "; clean " + std::to_string(r.clean) + ", corrupted " +
                       std::to_string(r.corrupt));
-    auto prompt_text = [&](const std::vector<TraceToken>& tokens) {
-        std::string out;
-        for (const TraceToken& t : tokens) out += t.text;
-        return out;
+    auto prompt_text = [&](const std::vector<TraceToken>& tokens) {  // the text, or the ids without a tokenizer
+        std::string text, ids;
+        for (const TraceToken& t : tokens) text += t.text, ids += (ids.empty() ? "ids " : ",") + std::to_string(t.id);
+        return text.empty() ? ids : text;
     };
     m.lines.push_back("clean: " + prompt_text(c.tokens));
     m.lines.push_back("corrupted: " + prompt_text(c.corrupt_tokens));
@@ -67,8 +67,8 @@ nlohmann::json patch_pair(const AnalysisSession& s, const PatchFlags& f, const S
     o.site = f.site;
     o.threads = f.threads;
     o.budget = analysis_budget(f);
-    PatchResult r = naming_flags({{"memory budget", "--max-memory"}, {"position", "--position"}},
-                                 [&] { return patch<T>(s.model, clean.ids, corrupt.ids, request, o); });
+    PatchResult r = naming_flags({{"position", "--position"}},
+                                 [&] { return patch<T>(s.model, clean.ids, corrupt.ids, request, o); }, kBudgetPhrase);
     AnalysisContext c = analysis_context<T>(s, f, "patch");
     c.tokens = clean.tokens, c.corrupt_tokens = corrupt.tokens;
     if (!f.output.empty()) save_tensor(f.output, r.values, FileFormat::npy);

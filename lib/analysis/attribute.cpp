@@ -15,15 +15,16 @@ namespace {
 template <class T>
 class ComponentRecorder final : public ModelObserver<T> {
 public:
-    explicit ComponentRecorder(std::size_t position) : p_(position) {}
+    // HEADS: each head's head_out, else each layer's attn_out.
+    ComponentRecorder(std::size_t position, bool heads) : p_(position), heads_(heads) {}
     bool wants_site(Site site, std::size_t layer) const override {
-        return (site == Site::resid_pre && layer == 0) || site == Site::head_out || site == Site::mlp_out ||
-               site == Site::resid_final;
+        return (site == Site::resid_pre && layer == 0) || site == (heads_ ? Site::head_out : Site::attn_out) ||
+               site == Site::mlp_out || site == Site::resid_final;
     }
     void at_site(SiteValues<T>& v) override {
         const T* row = v.sequence(0) + p_ * v.width();
         std::vector<double> values(row, row + v.width());
-        if (v.site() == Site::head_out) {
+        if (v.site() == Site::head_out || v.site() == Site::attn_out) {
             heads[v.layer()] = std::move(values);
             if (v.bias()) bias[v.layer()].assign(v.bias(), v.bias() + v.width() / v.heads());
         } else if (v.site() == Site::mlp_out) {
@@ -33,10 +34,11 @@ public:
         }
     }
     std::vector<double> embed, final;                        // (E)
-    std::map<std::size_t, std::vector<double>> heads, bias, mlp;  // layer -> (H*E), (E), (E)
+    std::map<std::size_t, std::vector<double>> heads, bias, mlp;  // layer -> (H*E) or attn_out's (E), (E), (E)
 
 private:
     std::size_t p_;
+    bool heads_;
 };
 
 // (c - mean(c)) / σ · wd under a LayerNorm, c / rms · wd under an RMSNorm: SCALE is σ or rms,
@@ -69,6 +71,7 @@ const char* component_kind_name(ComponentKind kind) {
     case ComponentKind::embed: return "embed";
     case ComponentKind::head: return "head";
     case ComponentKind::attn_bias: return "attn_bias";
+    case ComponentKind::attn: return "attn";
     case ComponentKind::mlp: return "mlp";
     case ComponentKind::constant: return "constant";
     }
@@ -96,15 +99,18 @@ Attribution attribute(const Model& model, const std::vector<std::uint32_t>& ids,
     Attribution a;
     a.metric = {request.versus ? MetricKind::logit_diff : MetricKind::logit, request.position, *request.target,
                 request.versus};
-    ComponentRecorder<T> rec(request.position);
+    const bool by_head = m.residual != Residual::sandwich;  // a post-attention norm: the heads do not add up
+    ComponentRecorder<T> rec(request.position, by_head);
     ForwardOptions fo;
     fo.threads = threads;
     fo.row_stats = false;
     ForwardPass<T> pass(model, fo, rec);
     pass.embed({ids});
     pass.run_until(m.layers.size());
-    const Array<T> logits = pass.logits({request.position});
-    a.value = metric_value(a.metric, logits.data(), m.vocab);
+    // the model's logits at P before any final soft-capping, from its final residual
+    Array<T> final = Array<T>::from_shape({1, m.hidden});
+    std::copy(rec.final.begin(), rec.final.end(), final.begin());
+    a.value = metric_value(a.metric, unembed(model, final, threads, false).data(), m.vocab);
 
     std::vector<std::uint32_t> tokens{*request.target};
     if (request.versus) tokens.push_back(*request.versus);
@@ -126,7 +132,8 @@ Attribution attribute(const Model& model, const std::vector<std::uint32_t>& ids,
     };
     add(ComponentKind::embed, std::nullopt, std::nullopt, rec.embed.data());
     for (std::size_t n = 0; n < m.layers.size(); ++n) {
-        for (std::size_t h = 0; h < m.heads; ++h) add(ComponentKind::head, n, h, rec.heads.at(n).data() + h * e);
+        if (!by_head) add(ComponentKind::attn, n, std::nullopt, rec.heads.at(n).data());
+        for (std::size_t h = 0; by_head && h < m.heads; ++h) add(ComponentKind::head, n, h, rec.heads.at(n).data() + h * e);
         if (rec.bias.count(n)) add(ComponentKind::attn_bias, n, std::nullopt, rec.bias.at(n).data());
         add(ComponentKind::mlp, n, std::nullopt, rec.mlp.at(n).data());
     }

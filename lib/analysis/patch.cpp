@@ -83,6 +83,9 @@ PatchResult patch(const Model& model, const std::vector<std::uint32_t>& clean, c
     r.clean = metric_value(r.metric, bases.data(), v);
     r.corrupt = metric_value(r.metric, bases.data() + v, v);
     const double gap = r.clean - r.corrupt;
+    if (std::isnan(gap))
+        throw InputError("patch: the metric is NaN on the " + std::string(std::isnan(r.clean) ? "clean" : "corrupted") +
+                         " prompt (the model's values hold a NaN there): nothing to normalise by");
     if (!(std::abs(gap) > 1e-6 * std::max({std::abs(r.clean), std::abs(r.corrupt), 1e-30})))
         throw InputError("patch: the metric is " + std::to_string(r.clean) + " on the clean prompt and " +
                          std::to_string(r.corrupt) + " on the corrupted one: nothing to restore");

@@ -138,7 +138,8 @@ json metric_json(const Metric& m) {
 
 // ---- lens -------------------------------------------------------------------------------------
 
-std::string lens_text(const AnalysisContext& c, const LensResult& r, const std::optional<std::uint32_t>& target) {
+std::string lens_text(const AnalysisContext& c, const LensResult& r, const std::optional<std::uint32_t>& target,
+                      std::size_t position) {
     std::string out = header_text(c);
     out += "logit lens: the residual stream after each layer's blocks, through the final norm and the head;\n"
            "each cell the most likely token and its probability\n";
@@ -157,7 +158,7 @@ std::string lens_text(const AnalysisContext& c, const LensResult& r, const std::
         out += "\nprobability and rank of " + c.token_label(*target) + " (id " + std::to_string(*target) + ")\n";
         out += text_table("layer", rows, cols, target_cells);
     }
-    const std::size_t last = r.length - 1;
+    const std::size_t last = std::min(position, r.length - 1);
     if (!r.cells.empty() && r.cell(0, last).top.size() > 1) {
         out += "\ntop " + std::to_string(r.cell(0, last).top.size()) + " at position " + std::to_string(last) + " (" +
                token_at(c, last) + "):\n";
@@ -255,6 +256,7 @@ std::string component_name(const Component& k) {
     switch (k.kind) {
     case ComponentKind::head: return "head " + std::to_string(*k.layer) + "." + std::to_string(*k.head);
     case ComponentKind::attn_bias: return "attn bias " + std::to_string(*k.layer);
+    case ComponentKind::attn: return "attn " + std::to_string(*k.layer);
     case ComponentKind::mlp: return "mlp " + std::to_string(*k.layer);
     default: return component_kind_name(k.kind);
     }

@@ -8,6 +8,7 @@
 #include "attntrace/model/activations.hpp"
 #include "attntrace/model/forward.hpp"
 #include "attntrace/model/norms.hpp"
+#include "attntrace/tensor/buffer.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "model_tensors.hpp"
 #include "products.hpp"
@@ -64,7 +65,7 @@ void final_norm_rows(const Model& model, T* x, std::size_t rows, std::size_t thr
 // In blocks of kHeadRows vocabulary rows, one block per task, each worker converting its block into
 // its own buffer, or reading it in place when the file holds it as T, its pages dropped after.
 template <class T>
-Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T* destination) {
+Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T* destination, bool capped) {
     constexpr std::size_t kHeadRows = 512;
     const ModelConfig& m = model.config;
     const ModelTensors& t = *model.tensors;
@@ -75,6 +76,9 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T*
     Array<T> held;  // empty when the caller gave the (P, V) logits their place
     T* logits = destination ? destination : (held = Array<T>::from_shape({p, v})).data();
     threads = std::min(threads, blocks);
+    // the pages first, all at once (a file's shared mapping: 14 ms for 51 MB on 2 threads here,
+    // against 30 ms more as page faults amid the products, docs/performance.md)
+    populate_for_writing(logits, p * v * sizeof(T), threads);
     const T* in_file = t.files->in_place<T>(w->stored.name, 0, 0);  // each block's pages mapped by its task
     std::vector<std::vector<T>> staged(in_file ? 0 : threads, std::vector<T>(kHeadRows * e));
     parallel_for(blocks, threads, [&](std::size_t blk, std::size_t worker) {
@@ -85,7 +89,7 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T*
         if (bias)
             for (std::size_t r = 0; r < p; ++r)
                 for (std::size_t c = v0; c < v1; ++c) logits[r * v + c] += bias->data()[c];
-        if (m.final_softcap)  // Gemma 2/3 *ForCausalLM.forward: logits / c, tanh, * c
+        if (m.final_softcap && capped)  // Gemma 2/3 *ForCausalLM.forward: logits / c, tanh, * c
             for (std::size_t r = 0; r < p; ++r)
                 for (std::size_t c = v0; c < v1; ++c)
                     logits[r * v + c] = std::tanh(logits[r * v + c] / T(*m.final_softcap)) * T(*m.final_softcap);
@@ -95,13 +99,13 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T*
 }
 
 template <class T>
-Array<T> unembed(const Model& model, const Array<T>& x, std::size_t threads) {
+Array<T> unembed(const Model& model, const Array<T>& x, std::size_t threads, bool capped) {
     require_head(model);
     const SingleThreadedBlas blas;
     threads = thread_count(threads);
     Array<T> normed = x;
     final_norm_rows(model, normed.data(), normed.shape()[0], threads);
-    return head(model, normed, threads);
+    return head(model, normed, threads, static_cast<T*>(nullptr), capped);
 }
 
 template <class T>
@@ -135,8 +139,8 @@ std::vector<T> unembedding_bias(const Model& model, const std::vector<std::uint3
 
 #define ATTNTRACE_HEAD(T)                                                                                  \
     template void final_norm_rows(const Model&, T*, std::size_t, std::size_t);                             \
-    template Array<T> head(const Model&, const Array<T>&, std::size_t, T*);                                \
-    template Array<T> unembed(const Model&, const Array<T>&, std::size_t);                                 \
+    template Array<T> head(const Model&, const Array<T>&, std::size_t, T*, bool);                                \
+    template Array<T> unembed(const Model&, const Array<T>&, std::size_t, bool);                                 \
     template FinalNorm<T> final_norm_weights(const Model&);                                                \
     template Array<T> unembedding_rows(const Model&, const std::vector<std::uint32_t>&);                   \
     template std::vector<T> unembedding_bias(const Model&, const std::vector<std::uint32_t>&);

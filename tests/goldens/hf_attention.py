@@ -22,6 +22,18 @@ from torch import nn
 F64 = torch.float64
 MIN = torch.finfo(F64).min  # transformers fills masked scores with torch.finfo(dtype).min
 
+# Sites (attntrace's lib/include/attntrace/model/sites.hpp, TransformerLens's hook points): when set,
+# SITE_HOOK(name, layer, value, project) sees each site's value and returns the value the forward
+# goes on with (make_intervention_goldens.py reads, replaces and patches through it). At "z" (the
+# heads' context (B, L, H*P) before the output projection) PROJECT is that projection, so a hook can
+# compute each head's output (hook_result).
+SITE_HOOK = None
+
+
+def site(name, layer, value, project=None):
+    """VALUE as SITE_HOOK leaves it (VALUE itself when no hook is set)."""
+    return value if SITE_HOOK is None else SITE_HOOK(name, layer, value, project)
+
 
 # ----------------------------------------------------------------------------------------- norms
 def layer_norm(x, w, b, eps):
@@ -145,6 +157,13 @@ def eager_attention(q, k, v, additive, scaling, softcap=None):
     return torch.matmul(weights, v).transpose(1, 2).contiguous(), weights
 
 
+def project_z(t, name, layer, z):
+    """The output projection NAME of the heads' context Z (B, L, H*P), through the "z" site."""
+    def project(v):
+        return linear(v, t, name)
+    return project(site("z", layer, z, project))
+
+
 def linear(x, t, name, bias=True):
     """nn.Linear: x @ W^T + b, W = t[name.weight] (out, in), b = t[name.bias] when present."""
     b = t.get(name + ".bias") if bias else None
@@ -168,7 +187,10 @@ def gpt2(t, cfg, x, layer):
     if cfg.get("scale_attn_by_inverse_layer_idx", False):
         scaling /= float(layer + 1)
     ctx, weights = eager_attention(q, k, v, causal_additive(length), scaling)
-    out = ctx.reshape(b, length, e) @ t["attn.c_proj.weight"] + t["attn.c_proj.bias"]
+    def project(z):
+        return z @ t["attn.c_proj.weight"] + t["attn.c_proj.bias"]
+
+    out = project(site("z", layer, ctx.reshape(b, length, e), project))
     return {"normed": normed, "q_rotary": None, "k_rotary": None, "weights": weights, "output": out}
 
 
@@ -189,7 +211,7 @@ def bert(t, cfg, x, layer, attention_mask=None):
     if attention_mask is not None:
         additive = (1.0 - attention_mask.to(F64)[:, None, None, :]) * MIN
     ctx, weights = eager_attention(heads("query"), heads("key"), heads("value"), additive, p ** -0.5)
-    out = linear(ctx.reshape(b, length, e), t, "attention.output.dense")
+    out = project_z(t, "attention.output.dense", layer, ctx.reshape(b, length, e))
     return {"normed": None, "q_rotary": None, "k_rotary": None, "weights": weights, "output": out}
 
 
@@ -239,7 +261,7 @@ def llama(t, cfg, x, layer):
     q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
     additive = causal_additive(length, sliding_window_for(cfg, layer))
     ctx, weights = eager_attention(q, k, v, additive, p ** -0.5)
-    out = linear(ctx.reshape(b, length, h * p), t, "self_attn.o_proj")
+    out = project_z(t, "self_attn.o_proj", layer, ctx.reshape(b, length, h * p))
     return {"normed": normed, "q_rotary": q, "k_rotary": k, "weights": weights, "output": out}
 
 
@@ -260,7 +282,7 @@ def gpt_neox(t, cfg, x, layer):
     cos, sin = rotary_cos_sin(inv_freq(rp, rotary_ndims), length)
     q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
     ctx, weights = eager_attention(q, k, v, causal_additive(length), p ** -0.5)
-    out = linear(ctx.reshape(b, length, e), t, "attention.dense")
+    out = project_z(t, "attention.dense", layer, ctx.reshape(b, length, e))
     return {"normed": normed, "q_rotary": q, "k_rotary": k, "weights": weights, "output": out}
 
 
@@ -299,7 +321,7 @@ def bloom(t, cfg, x, layer):
     scores = scores.masked_fill(causal_additive(length) < 0, MIN)
     weights = nn.functional.softmax(scores, dim=-1)
     ctx = torch.matmul(weights, v).transpose(1, 2).reshape(b, length, e)
-    out = linear(ctx, t, "self_attention.dense")
+    out = project_z(t, "self_attention.dense", layer, ctx)
     return {"normed": normed, "q_rotary": None, "k_rotary": None, "weights": weights, "output": out}
 
 
@@ -373,7 +395,7 @@ def gemma(t, cfg, x, layer):
     scaling = p ** -0.5 if kind == "gemma" else cfg["query_pre_attn_scalar"] ** -0.5
     softcap = cfg["attn_logit_softcapping"] if kind == "gemma2" else None
     ctx, weights = eager_attention(q, k, v, causal_additive(length, window), scaling, softcap)
-    out = linear(ctx.reshape(b, length, h * p), t, "self_attn.o_proj")
+    out = project_z(t, "self_attn.o_proj", layer, ctx.reshape(b, length, h * p))
     return {"normed": normed, "q_rotary": q, "k_rotary": k, "weights": weights, "output": out}
 
 
@@ -399,7 +421,7 @@ def phi3(t, cfg, x, layer):
     cos, sin = rotary_cos_sin(inv, length)
     q, k = apply_rotary(q, cos * af, sin * af), apply_rotary(k, cos * af, sin * af)
     ctx, weights = eager_attention(q, k, v, causal_additive(length, cfg.get("sliding_window")), p ** -0.5)
-    out = linear(ctx.reshape(b, length, h * p), t, "self_attn.o_proj")
+    out = project_z(t, "self_attn.o_proj", layer, ctx.reshape(b, length, h * p))
     return {"normed": normed, "q_rotary": q, "k_rotary": k, "weights": weights, "output": out}
 
 
@@ -433,7 +455,7 @@ def llama_moe(t, cfg, x, layer):
     if kind == "qwen2_moe" and cfg["layer_types"][layer] == "sliding_attention":
         window = cfg["sliding_window"]
     ctx, weights = eager_attention(q, k, v, causal_additive(length, window), p ** -0.5)
-    out = linear(ctx.reshape(b, length, h * p), t, "self_attn.o_proj")
+    out = project_z(t, "self_attn.o_proj", layer, ctx.reshape(b, length, h * p))
     return {"normed": normed, "q_rotary": q, "k_rotary": k, "weights": weights, "output": out}
 
 

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 import hf_attention as hf
+from hf_attention import site
 
 F64 = torch.float64
 
@@ -338,10 +339,10 @@ def gpt2_block(t, cfg, x, n):
     reorder_and_upcast_attn (GPT2Attention._upcast_and_reordered_attn) only moves the scaling before
     the product and computes it in float32: the same value in float64, so it is ignored here."""
     a = hf.gpt2(t, cfg, x, n)
-    h = a["output"] + x
+    h = site("attn_out", n, a["output"]) + x
     m = hf.layer_norm(h, t["ln_2.weight"], t["ln_2.bias"], cfg["layer_norm_epsilon"])
     m = conv1d(activation(cfg["activation_function"])(conv1d(m, t, "mlp.c_fc")), t, "mlp.c_proj")
-    return h + m, a["weights"]
+    return h + site("mlp_out", n, m), a["weights"]
 
 
 def bert_block(t, cfg, x, n):
@@ -350,10 +351,10 @@ def bert_block(t, cfg, x, n):
     BertOutput: LayerNorm(dense(intermediate) + attention_output)."""
     a = hf.bert(t, cfg, x, n)
     eps = cfg["layer_norm_eps"]
-    h = hf.layer_norm(a["output"] + x, t["attention.output.LayerNorm.weight"],
+    h = hf.layer_norm(site("attn_out", n, a["output"]) + x, t["attention.output.LayerNorm.weight"],
                       t["attention.output.LayerNorm.bias"], eps)
     i = activation(cfg["hidden_act"])(hf.linear(h, t, "intermediate.dense"))
-    out = hf.layer_norm(hf.linear(i, t, "output.dense") + h, t["output.LayerNorm.weight"],
+    out = hf.layer_norm(site("mlp_out", n, hf.linear(i, t, "output.dense")) + h, t["output.LayerNorm.weight"],
                         t["output.LayerNorm.bias"], eps)
     return out, a["weights"]
 
@@ -364,11 +365,11 @@ def llama_block(t, cfg, x, n):
     down_proj(act_fn(gate_proj(x)) * up_proj(x)) (bias = mlp_bias; Mistral, Qwen2, Qwen3 MLPs are
     the same without bias)."""
     a = hf.llama(t, cfg, x, n)
-    h = x + a["output"]
+    h = x + site("attn_out", n, a["output"])
     m = hf.rms_norm(h, t["post_attention_layernorm.weight"], cfg["rms_norm_eps"])
     gate = activation(cfg["hidden_act"])(hf.linear(m, t, "mlp.gate_proj"))
     m = hf.linear(gate * hf.linear(m, t, "mlp.up_proj"), t, "mlp.down_proj")
-    return h + m, a["weights"]
+    return h + site("mlp_out", n, m), a["weights"]
 
 
 def gpt_neox_block(t, cfg, x, n):
@@ -384,10 +385,11 @@ def gpt_neox_block(t, cfg, x, n):
         y = activation(cfg["hidden_act"])(hf.linear(y, t, "mlp.dense_h_to_4h"))
         return hf.linear(y, t, "mlp.dense_4h_to_h")
 
+    attn = site("attn_out", n, a["output"])
     if cfg["use_parallel_residual"]:
-        return mlp(x) + a["output"] + x, a["weights"]
-    h = a["output"] + x
-    return mlp(h) + h, a["weights"]
+        return site("mlp_out", n, mlp(x)) + attn + x, a["weights"]
+    h = attn + x
+    return site("mlp_out", n, mlp(h)) + h, a["weights"]
 
 
 def bloom_block(t, cfg, x, n):
@@ -398,11 +400,11 @@ def bloom_block(t, cfg, x, n):
     dense_4h_to_h (pretraining_tp slicing is the same sum)."""
     a = hf.bloom(t, cfg, x, n)
     post = cfg["apply_residual_connection_post_layernorm"]
-    attention_output = (a["normed"] if post else x) + a["output"]
+    attention_output = (a["normed"] if post else x) + site("attn_out", n, a["output"])
     ln2 = hf.layer_norm(attention_output, t["post_attention_layernorm.weight"],
                         t["post_attention_layernorm.bias"], cfg["layer_norm_epsilon"])
     mlp = hf.linear(bloom_gelu(hf.linear(ln2, t, "mlp.dense_h_to_4h")), t, "mlp.dense_4h_to_h")
-    return (ln2 if post else attention_output) + mlp, a["weights"]
+    return (ln2 if post else attention_output) + site("mlp_out", n, mlp), a["weights"]
 
 
 def gated(t, cfg, y, stem, act=None):
@@ -427,29 +429,30 @@ def gemma_block(t, cfg, x, n):
     attn(input_layernorm x)), then residual + post_feedforward_layernorm(mlp(pre_feedforward_layernorm .))."""
     a, eps, act = hf.gemma(t, cfg, x, n), cfg["rms_norm_eps"], gemma_activation(cfg)
     if cfg["model_type"] == "gemma":
-        h = x + a["output"]
-        return h + gated(t, cfg, hf.gemma_rms_norm(h, t["post_attention_layernorm.weight"], eps), "mlp.", act), a["weights"]
-    h = x + hf.gemma_rms_norm(a["output"], t["post_attention_layernorm.weight"], eps)
+        h = x + site("attn_out", n, a["output"])
+        m = gated(t, cfg, hf.gemma_rms_norm(h, t["post_attention_layernorm.weight"], eps), "mlp.", act)
+        return h + site("mlp_out", n, m), a["weights"]
+    h = x + site("attn_out", n, hf.gemma_rms_norm(a["output"], t["post_attention_layernorm.weight"], eps))
     m = gated(t, cfg, hf.gemma_rms_norm(h, t["pre_feedforward_layernorm.weight"], eps), "mlp.", act)
-    return h + hf.gemma_rms_norm(m, t["post_feedforward_layernorm.weight"], eps), a["weights"]
+    return h + site("mlp_out", n, hf.gemma_rms_norm(m, t["post_feedforward_layernorm.weight"], eps)), a["weights"]
 
 
 def phi3_block(t, cfg, x, n):
     """models/phi3/modular_phi3.py Phi3DecoderLayer.forward (pre-norm) and Phi3MLP.forward:
     gate, up = gate_up_proj(y).chunk(2, dim=-1); down_proj(up * act(gate))."""
     a = hf.phi3(t, cfg, x, n)
-    h = x + a["output"]
+    h = x + site("attn_out", n, a["output"])
     gate, up = hf.linear(hf.rms_norm(h, t["post_attention_layernorm.weight"], cfg["rms_norm_eps"]), t,
                          "mlp.gate_up_proj").chunk(2, dim=-1)
-    return h + hf.linear(up * activation(cfg["hidden_act"])(gate), t, "mlp.down_proj"), a["weights"]
+    return h + site("mlp_out", n, hf.linear(up * activation(cfg["hidden_act"])(gate), t, "mlp.down_proj")), a["weights"]
 
 
 def olmo2_block(t, cfg, x, n):
     """models/olmo2/modular_olmo2.py Olmo2DecoderLayer.forward: residual + post_attention_layernorm(
     attn(x)), then residual + post_feedforward_layernorm(mlp(.)) (no norm before either)."""
     a, eps = hf.llama_moe(t, cfg, x, n), cfg["rms_norm_eps"]
-    h = x + hf.rms_norm(a["output"], t["post_attention_layernorm.weight"], eps)
-    return h + hf.rms_norm(gated(t, cfg, h, "mlp."), t["post_feedforward_layernorm.weight"], eps), a["weights"]
+    h = x + site("attn_out", n, hf.rms_norm(a["output"], t["post_attention_layernorm.weight"], eps))
+    return h + site("mlp_out", n, hf.rms_norm(gated(t, cfg, h, "mlp."), t["post_feedforward_layernorm.weight"], eps)), a["weights"]
 
 
 def moe_mlp(t, cfg, y, n):
@@ -486,12 +489,12 @@ def moe_block(t, cfg, x, n):
     input_layernorm -> attention, post_attention_layernorm -> the MoE MLP (or a dense one). Returns
     (out, weights, routing or None)."""
     a = hf.llama_moe(t, cfg, x, n)
-    h = x + a["output"]
+    h = x + site("attn_out", n, a["output"])
     y = hf.rms_norm(h, t["post_attention_layernorm.weight"], cfg["rms_norm_eps"])
     if not sparse_layer(cfg, n):
-        return h + gated(t, cfg, y, "mlp."), a["weights"], None
+        return h + site("mlp_out", n, gated(t, cfg, y, "mlp.")), a["weights"], None
     m, chosen, weights = moe_mlp(t, cfg, y, n)
-    return h + m, a["weights"], (chosen, weights)
+    return h + site("mlp_out", n, m), a["weights"], (chosen, weights)
 
 
 BLOCKS = {"gpt2": gpt2_block, "bert": bert_block, "roberta": bert_block, "llama": llama_block,
@@ -575,6 +578,7 @@ def forward(tensors, cfg, ids, block_hook=None):
     hidden, attentions, chosen, routed = [x[0]], [], [], []
     for n in range(layers):
         t = block_tensors(tensors, kind, prefix, n)
+        x = site("resid_pre", n, x)
         y, weights, *routing = BLOCKS[kind](t, cfg, x, n)
         if routing and routing[0] is not None:  # a MoE layer
             chosen.append(routing[0][0])
@@ -584,7 +588,7 @@ def forward(tensors, cfg, ids, block_hook=None):
         hidden.append(y[0])
         attentions.append(weights[0])
         x = y
-    hidden[-1] = final_norm(tensors, cfg, prefix, hidden[-1])
+    hidden[-1] = final_norm(tensors, cfg, prefix, site("resid_final", layers, x)[0])
     out = {"hidden_states": torch.stack(hidden), "attentions": torch.stack(attentions),
            "logits": lm_head(tensors, cfg, prefix, hidden[-1])}
     if kind in MOE:  # (MoE layers, L, K): the experts each position chose, and their weights

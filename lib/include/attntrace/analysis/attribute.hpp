@@ -9,7 +9,9 @@
 // The components are the embeddings (resid_pre 0), each head's head_out, each layer's attention
 // output bias and each mlp_out; the final norm's bias and the head's bias give one constant.
 // Since they add up to x, the contributions plus the constant are the logit (difference) the
-// model computes. Post-norm families (BERT, RoBERTa, BLOOM with
+// model computes (before Gemma's final_logit_softcapping). Gemma 2/3 and OLMo 2 put a norm on the
+// attention's output before the residual: their heads do not add up to it, so each layer's
+// attn_out is one component ("attn") in place of its heads and bias. Post-norm families (BERT, RoBERTa, BLOOM with
 // apply_residual_connection_post_layernorm) have no such decomposition.
 //
 // Legend: E hidden size, N layers, H heads.
@@ -24,8 +26,8 @@
 
 namespace attntrace {
 
-enum class ComponentKind : std::uint8_t { embed, head, attn_bias, mlp, constant };
-// "embed", "head", "attn_bias", "mlp", "constant"
+enum class ComponentKind : std::uint8_t { embed, head, attn_bias, attn, mlp, constant };
+// "embed", "head", "attn_bias", "attn", "mlp", "constant"
 const char* component_kind_name(ComponentKind kind);
 
 struct Component {
@@ -37,7 +39,7 @@ struct Component {
 struct Attribution {
     Metric metric;                     // logit_diff with a versus, else logit
     double value = 0;                  // the model's logit (difference) at the position
-    std::vector<Component> components; // embed, then per layer: its heads, its bias, its MLP; the constant last
+    std::vector<Component> components; // embed, then per layer: its heads and bias (or attn), its MLP; the constant last
     double sum = 0;                    // of every component
 };
 

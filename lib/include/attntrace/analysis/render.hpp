@@ -36,7 +36,9 @@ std::string metric_text(const AnalysisContext& c, const Metric& m);
 // {"kind", "position", "target", "versus"} (versus null without one).
 nlohmann::json metric_json(const Metric& m);
 
-std::string lens_text(const AnalysisContext& c, const LensResult& r, const std::optional<std::uint32_t>& target);
+// With more than one candidate per cell, the text lists them at POSITION (the last when past it).
+std::string lens_text(const AnalysisContext& c, const LensResult& r, const std::optional<std::uint32_t>& target,
+                      std::size_t position = SIZE_MAX);
 nlohmann::json lens_json(const AnalysisContext& c, const LensResult& r, const std::optional<std::uint32_t>& target);
 
 template <class T>

@@ -169,9 +169,10 @@ private:
 // ---- the unembedding, for the analyses (the logit lens, direct logit attribution) ------------
 
 // The logits (R, V) of residual streams X (R, E): the final norm computed afresh on each row (none
-// for BERT/RoBERTa, whose MLM head has its own), then the head.
+// for BERT/RoBERTa, whose MLM head has its own), then the head; with CAPPED false, the logits
+// before Gemma 2/3's final_logit_softcapping.
 template <class T>
-Array<T> unembed(const Model& model, const Array<T>& x, std::size_t threads);
+Array<T> unembed(const Model& model, const Array<T>& x, std::size_t threads, bool capped = true);
 
 // The final norm's weights (none: NormKind::none; BERT/RoBERTa have no final norm).
 template <class T>
