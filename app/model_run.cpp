@@ -89,9 +89,12 @@ std::optional<std::uint32_t> mask_token_id(const Model& model, const Tokenizer* 
 std::optional<Tokenizer> model_tokenizer(const std::string& model, const std::string& needed_by) {
     std::error_code ec;
     if (is_gguf_path(model)) {
-        if (!needed_by.empty())
-            throw UsageError(needed_by + ": " + model + " is a GGUF file, whose tokenizer attntrace does not read yet: give --ids");
-        return std::nullopt;
+        if (!needed_by.empty()) return Tokenizer::load(model);
+        try {  // only for the tokens' labels: a tokenizer attntrace cannot read leaves them ids
+            return Tokenizer::load(model);
+        } catch (const InputError&) {
+            return std::nullopt;
+        }
     }
     if (!needed_by.empty() || fs::exists(fs::path(model) / "tokenizer.json", ec)) return Tokenizer::load(model);
     return std::nullopt;

@@ -61,9 +61,9 @@ Sequence sequence_from_text(const attntrace::Tokenizer& tokenizer, std::string_v
 // neither names one.
 std::optional<std::uint32_t> mask_token_id(const attntrace::Model& model, const attntrace::Tokenizer* tokenizer);
 
-// The tokenizer of MODEL: a checkpoint folder's tokenizer.json, read when there is one, and
-// required when NEEDED_BY names the flag that needs it ("" when none does). A GGUF file's
-// tokenizer is in its metadata, not read yet: UsageError naming NEEDED_BY (give --ids).
+// The tokenizer of MODEL: a checkpoint folder's tokenizer.json, or a GGUF file's metadata (as
+// llama.cpp tokenizes), read when there is one, and required when NEEDED_BY names the flag that
+// needs it ("" when none does; then a GGUF tokenizer attntrace cannot read is left out).
 std::optional<attntrace::Tokenizer> model_tokenizer(const std::string& model, const std::string& needed_by);
 
 // Everything a run needs besides its sequence: the model, the tokenizer (when the folder has

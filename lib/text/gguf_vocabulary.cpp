@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <unordered_map>
 
+#include "attntrace/io/gguf.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "gguf_tokenizer.hpp"
 #include "tokenizer_impl.hpp"
@@ -40,7 +41,7 @@ bool contains_any(const std::string& s, std::initializer_list<std::string_view> 
     return false;
 }
 
-std::string quoted(std::string_view s) {
+std::string in_quotes(std::string_view s) {
     std::string q(1, '"');
     q += c_escape(s);
     q += '"';
@@ -89,7 +90,7 @@ GgufTokenizer::~GgufTokenizer() = default;
 GgufTokenizer::GgufTokenizer(GgufVocabulary v, const std::string& file, Vocab& vocab) : file_(file), vocab_(vocab) {
     if (v.model == "llama") spm_ = true;
     else if (v.model != "gpt2")
-        throw InputError(file + ": tokenizer.ggml.model " + quoted(v.model) + " is not supported (supported: gpt2, llama)");
+        throw InputError(file + ": tokenizer.ggml.model " + in_quotes(v.model) + " is not supported (supported: gpt2, llama)");
     if (!spm_) pre_ = gguf_pre(v.pre, file);
     const std::size_t n = v.tokens.size();
     if (n > 0x7FFFFFFF) throw InputError(file + ": tokenizer.ggml.tokens: " + std::to_string(n) + " tokens, more than llama.cpp's ids hold");
@@ -107,7 +108,7 @@ GgufTokenizer::GgufTokenizer(GgufVocabulary v, const std::string& file, Vocab& v
     vocab_.assign(std::vector<std::string_view>(tokens_.begin(), tokens_.end()));
     for (std::uint32_t i = 0; i < n; ++i)
         if (const auto first = vocab_.find(tokens_[i]); first != i)
-            throw InputError(file + ": tokenizer.ggml.tokens: token " + std::to_string(i) + " " + quoted(tokens_[i]) + " repeats token " +
+            throw InputError(file + ": tokenizer.ggml.tokens: token " + std::to_string(i) + " " + in_quotes(tokens_[i]) + " repeats token " +
                              std::to_string(*first) + " (llama.cpp refuses the file too)");
 
     bos_ = special_id(spm_ ? std::optional<std::uint32_t>(1) : pre_.no_bos ? std::nullopt : std::optional<std::uint32_t>(11), v.bos_id, n);
@@ -133,14 +134,14 @@ void GgufTokenizer::validate_pieces() const {
         const std::uint32_t a = attrs_[i];
         if (a & (kAttrControl | kAttrUnknown | kAttrUserDefined)) continue;
         if (!(a & kAttrNormal) && (a & kAttrByte) && tokens_[i].size() < 3)
-            throw InputError(file_ + ": tokenizer.ggml.tokens: token " + std::to_string(i) + " " + quoted(tokens_[i]) +
+            throw InputError(file_ + ": tokenizer.ggml.tokens: token " + std::to_string(i) + " " + in_quotes(tokens_[i]) +
                              " is a byte token but not <0xNN> (llama.cpp refuses the file too)");
         if (spm_ || !(a & kAttrNormal)) continue;
         const bool high = std::any_of(tokens_[i].begin(), tokens_[i].end(), [](char c) { return static_cast<unsigned char>(c) >= 0xF4; });
         if (!high) continue;
         for (const char32_t c : llama_cpts_from_utf8(tokens_[i]))
             if (c > 0x10FFFF)
-                throw InputError(file_ + ": tokenizer.ggml.tokens: token " + std::to_string(i) + " " + quoted(tokens_[i]) +
+                throw InputError(file_ + ": tokenizer.ggml.tokens: token " + std::to_string(i) + " " + in_quotes(tokens_[i]) +
                                  " holds a code point past U+10FFFF (llama.cpp refuses the file too)");
     }
 }
@@ -172,8 +173,8 @@ void GgufTokenizer::build_attributes(const GgufVocabulary& v) {
     for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     auto set = [&](std::string_view text, std::uint32_t attr, bool on) {
         const auto id = id_of(text);
-        if (!id) throw InputError(file_ + ": general.name " + quoted(v.general_name) + " is Phi-3's, whose tokenizer llama.cpp reads only with a token " +
-                                  quoted(text) + ", and the vocabulary has none (llama.cpp refuses the file too)");
+        if (!id) throw InputError(file_ + ": general.name " + in_quotes(v.general_name) + " is Phi-3's, whose tokenizer llama.cpp reads only with a token " +
+                                  in_quotes(text) + ", and the vocabulary has none (llama.cpp refuses the file too)");
         attrs_[*id] = on ? attrs_[*id] | attr : attrs_[*id] & ~attr;
     };
     if (contains_any(v.pre, {"jina-v2-de", "jina-v2-es", "jina-v2-code"}) || contains_any(v.architecture, {"nomic-bert-moe", "jina-bert-v3"})) {
@@ -199,6 +200,74 @@ TokenStyle GgufTokenizer::style() const {
 }  // namespace attntrace::text
 
 namespace attntrace {
+namespace {
+
+// KEY's value when FILE has it, refused unless of TYPE (llama_model_loader's get_key checks the type).
+const GgufValue* typed_key(const GgufFiles& file, const std::string& key, GgufType type) {
+    const GgufValue* v = file.find(key);
+    if (v && v->type != type)
+        throw InputError(file.path() + ": " + key + " is of type " + std::string(gguf_type_name(v->type)) + "; llama.cpp reads it only as " +
+                         std::string(gguf_type_name(type)));
+    return v;
+}
+
+// An array KEY of FILE, refused unless its elements are one of ELEMENTS.
+const GgufValue* typed_array(const GgufFiles& file, const std::string& key, std::initializer_list<GgufType> elements) {
+    const GgufValue* v = typed_key(file, key, GgufType::array);
+    if (v && std::find(elements.begin(), elements.end(), v->element) == elements.end())
+        throw InputError(file.path() + ": " + key + " is an array of " + std::string(gguf_type_name(v->element)) +
+                         ", which llama.cpp does not read there");
+    return v;
+}
+
+void read_ids(const GgufFiles& file, GgufVocabulary& v) {
+    const std::pair<const char*, std::optional<std::uint32_t>*> ids[] = {
+        {"bos", &v.bos_id}, {"eos", &v.eos_id}, {"unknown", &v.unk_id}, {"seperator", &v.sep_id}, {"padding", &v.pad_id},
+        {"mask", &v.mask_id}, {"eot", &v.eot_id}, {"eom", &v.eom_id}, {"fim_pre", &v.fim_pre_id}, {"fim_suf", &v.fim_suf_id},
+        {"fim_mid", &v.fim_mid_id}, {"fim_pad", &v.fim_pad_id}, {"fim_rep", &v.fim_rep_id}, {"fim_sep", &v.fim_sep_id},
+        {"prefix", &v.prefix_id}, {"suffix", &v.suffix_id}, {"middle", &v.middle_id}};
+    for (const auto& [name, id] : ids) {
+        const std::string key = std::string("tokenizer.ggml.") + name + "_token_id";
+        if (typed_key(file, key, GgufType::uint32)) *id = static_cast<std::uint32_t>(*file.count(key));
+    }
+    const std::pair<const char*, std::optional<bool>*> flags[] = {{"add_bos_token", &v.add_bos_token}, {"add_eos_token", &v.add_eos_token},
+                                                                  {"add_space_prefix", &v.add_space_prefix},
+                                                                  {"remove_extra_whitespaces", &v.remove_extra_whitespaces}};
+    for (const auto& [name, flag] : flags) {
+        const std::string key = std::string("tokenizer.ggml.") + name;
+        if (typed_key(file, key, GgufType::boolean)) *flag = *file.flag(key);
+    }
+}
+
+std::string string_key(const GgufFiles& file, const std::string& key) {
+    return typed_key(file, key, GgufType::string) ? std::string(*file.string(key)) : std::string();
+}
+
+}  // namespace
+
+GgufVocabulary read_gguf_vocabulary(const GgufFiles& file) {
+    GgufVocabulary v;
+    if (!typed_key(file, "tokenizer.ggml.model", GgufType::string))
+        throw InputError(file.path() + ": no tokenizer.ggml.model: the file holds no tokenizer");
+    v.model = string_key(file, "tokenizer.ggml.model");
+    v.pre = string_key(file, "tokenizer.ggml.pre");
+    v.general_name = string_key(file, "general.name");
+    v.architecture = string_key(file, "general.architecture");
+    if (!typed_array(file, "tokenizer.ggml.tokens", {GgufType::string}))
+        throw InputError(file.path() + ": no tokenizer.ggml.tokens: the file's tokenizer has no vocabulary");
+    for (const std::string_view t : file.strings("tokenizer.ggml.tokens")) v.tokens.emplace_back(t);
+    if (typed_array(file, "tokenizer.ggml.scores", {GgufType::float32, GgufType::int32}))
+        for (const double s : file.numbers("tokenizer.ggml.scores")) v.scores.push_back(static_cast<float>(s));
+    if (typed_array(file, "tokenizer.ggml.token_type", {GgufType::int32}))
+        for (const std::int64_t t : file.integers("tokenizer.ggml.token_type")) v.token_type.push_back(static_cast<std::int32_t>(t));
+    if (typed_array(file, "tokenizer.ggml.merges", {GgufType::string})) {
+        for (const std::string_view m : file.strings("tokenizer.ggml.merges")) v.merges.emplace_back(m);
+    } else if (v.model == "gpt2") {
+        throw InputError(file.path() + ": no tokenizer.ggml.merges, which a \"gpt2\" tokenizer needs (llama.cpp refuses the file too)");
+    }
+    read_ids(file, v);
+    return v;
+}
 
 Tokenizer Tokenizer::from_gguf(GgufVocabulary vocabulary, const std::string& file) {
     auto impl = std::make_unique<Impl>(file, std::string("null"));

@@ -8,6 +8,8 @@
 #include <optional>
 
 #include "attntrace/io/file_bytes.hpp"
+#include "attntrace/io/gguf.hpp"
+#include "attntrace/text/gguf_vocabulary.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "components.hpp"
 #include "added_tokens.hpp"
@@ -68,6 +70,7 @@ std::vector<AddedToken> read_added(Json list) {
 }  // namespace
 
 Tokenizer Tokenizer::load(const std::string& path) {
+    if (is_gguf_path(path)) return from_gguf(read_gguf_vocabulary(*GgufFiles::open(path)), path);
     std::error_code ec;
     const bool folder = fs::is_directory(path, ec);
     const std::string file = folder ? (fs::path(path) / "tokenizer.json").string() : path;

@@ -12,8 +12,8 @@
 #   - mha --model FILE.gguf --layer N equals the golden attention of layer N, one case per
 #     architecture;
 #   - info --format json names the architecture, the layers and each tensor type's count;
-#   - --text refused (the GGUF tokenizer is not read yet), no output over the file, and lens,
-#     ablate and attribute taking a GGUF MODEL.
+#   - no output over the file, and lens, ablate and attribute taking a GGUF MODEL (--text on GGUF
+#     files: gguf_text.sh).
 # Env: ATTNTRACE (binary), SRC (repo root), PYTHON (/usr/bin/python3 with numpy).
 source "$(dirname "${BASH_SOURCE[0]}")/golden_common.bash"
 CASES="$SRC/tests/fixtures/gguf"
@@ -108,8 +108,8 @@ for name in llama_q8_0 mistral_q5_1 qwen2_q4_1 qwen3_bf16_split gpt2_q8_0 gemma_
     fi
 done
 
-# The command line around a GGUF file: --text needs its tokenizer, which is not read yet (exit 2
-# naming the flag); an output may not replace the file (exit 4); the analyses take it as MODEL.
+# The command line around a GGUF file: an output may not replace the file (exit 4); the analyses
+# take it as MODEL.
 file="$CASES/qwen3_q5_0/model.gguf"
 expect() {  # NAME CODE TEXT CMD...: CMD exits CODE, its one stderr line holding TEXT
     local name=$1 code=$2 text=$3 got=0
@@ -122,9 +122,6 @@ expect() {  # NAME CODE TEXT CMD...: CMD exits CODE, its one stderr line holding
         passed=$((passed + 1))
     fi
 }
-expect "model --text" 2 "--text: $file is a GGUF file, whose tokenizer attntrace does not read yet: give --ids" \
-    "$ATTNTRACE" model "$file" --text "hello"
-expect "lens --text" 2 "--text: $file is a GGUF file" "$ATTNTRACE" lens "$file" --text "hello"
 cp "$file" "$work/m.gguf"
 expect "model --logits over the file" 4 "refusing to overwrite an input file" \
     "$ATTNTRACE" model "$work/m.gguf" --ids 1,2 --logits "$work/m.gguf"

@@ -1,6 +1,7 @@
 """The tokenizer of GGUF metadata against llama.cpp's goldens (tests/fixtures/tokenizers/gguf):
 for every case of expected.json, the metadata made by tests/goldens/gguf_vocab.py from the fixtures
-(its digest checked), all the texts through the gguf_tokenize driver, and per text the ids with
+(its digest checked) and written as a vocabulary-only GGUF file, all the texts through the
+gguf_tokenize driver (Tokenizer::load of the file, as attntrace reads any GGUF file's tokenizer), and per text the ids with
 special tokens (llama_tokenize add_special true, parse_special false), without them, and the ids
 decoded (llama_detokenize), compared exactly; each token's offsets must be bytes of the text, in
 order. Usage: gguf_tokenizer.py GGUF_TOKENIZE FIXTURES WORKDIR. Prints one line a case with the pass
@@ -22,7 +23,7 @@ def offsets_ok(text, row):
 
 def run_case(driver, fixtures, work, case, want, groups):
     name = case["name"]
-    metadata = os.path.join(work, name + ".json")
+    metadata = os.path.join(work, name + ".gguf")
     gguf_vocab.write_metadata(fixtures, case, want, metadata)
     texts = [t for group in groups.values() for t in group]
     with open(os.path.join(work, "texts.json"), "w", encoding="utf-8") as f:

@@ -8,51 +8,23 @@
 // decodes back to the text exactly.
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/text/tokenizer.hpp"
+#include "fuzz_text.hpp"
 
 namespace {
 
 std::vector<attntrace::Tokenizer>* tokenizers = nullptr;  // gpt2 first
 const char* const kNames[] = {"gpt2", "bert-base-uncased", "mistral-prepend", "mistral-metaspace", "llama3", "qwen3"};
 
-bool valid_utf8(std::string_view s) {
-    // The standard's table (Unicode 3.9, D92), independent of lib/text's validator.
-    std::size_t i = 0;
-    auto at = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-    while (i < s.size()) {
-        const unsigned char b = at(i);
-        std::size_t n = b < 0x80 ? 1 : (b >= 0xC2 && b <= 0xDF) ? 2 : (b >= 0xE0 && b <= 0xEF) ? 3 : (b >= 0xF0 && b <= 0xF4) ? 4 : 0;
-        if (n == 0 || i + n > s.size()) return false;
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (b == 0xE0) lo = 0xA0;
-        if (b == 0xED) hi = 0x9F;
-        if (b == 0xF0) lo = 0x90;
-        if (b == 0xF4) hi = 0x8F;
-        if (n > 1 && (at(i + 1) < lo || at(i + 1) > hi)) return false;
-        for (std::size_t k = 2; k < n; ++k)
-            if (at(i + k) < 0x80 || at(i + k) > 0xBF) return false;
-        i += n;
-    }
-    return true;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-    const char* dir = std::getenv("FUZZ_TOKENIZERS");
-    if (!dir) {
-        std::fprintf(stderr, "fuzz_tokenizer_text: set FUZZ_TOKENIZERS to a folder of tokenizer folders (run_fuzz.sh does)\n");
-        std::exit(2);
-    }
-    tokenizers = new std::vector<attntrace::Tokenizer>;
-    for (const char* name : kNames) tokenizers->push_back(attntrace::Tokenizer::load(std::string(dir) + "/" + name));
+    tokenizers = load_tokenizers("fuzz_tokenizer_text", "FUZZ_TOKENIZERS", kNames, "");
     return 0;
 }
 

@@ -5,22 +5,24 @@
 #   fuzz_tokenizer_json   any bytes as a tokenizer.json, then encode/decode through it
 #   fuzz_tokenizer_text   any bytes as text through six real tokenizers
 #   fuzz_gguf             any bytes as a GGUF header, every metadata value walked
+#   fuzz_tokenizer_gguf   any bytes as text through six tokenizers of GGUF metadata (vocabulary-only
+#                         .gguf files written by tests/goldens/gguf_vocab.py from the fixtures)
 #
 #   tests/fuzz/run_fuzz.sh [SECONDS]          FUZZ_TARGETS="fuzz_tokenizer_text" narrows the list
 #
 # Configures its own clang build directory (FUZZ_BUILD_DIR, default build-fuzz in the checkout),
 # builds the targets, seeds each corpus from tests/fixtures (tensors: every .npy, .json and
-# .safetensors under 64 KiB; tokenizer.json: the tiny component files; text: the hostile texts and
-# llama.cpp's vector texts; gguf: every .gguf under 64 KiB), runs each and prints how many inputs
-# it executed. Exit status: 0 when nothing was found; else the first failing fuzzer's, with the
-# crashing input saved under $FUZZ_BUILD_DIR/artifacts/<target>/.
+# .safetensors under 64 KiB; tokenizer.json: the tiny component files; both text targets: the
+# hostile texts, llama.cpp's vector texts and the GGUF tokenizer texts; gguf: every .gguf under 64
+# KiB), runs each and prints how many inputs it executed. Exit status: 0 when nothing was found;
+# else the first failing fuzzer's, with the crashing input saved under $FUZZ_BUILD_DIR/artifacts/<target>/.
 set -euo pipefail
 
 seconds=${1:-600}
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${FUZZ_BUILD_DIR:-$src/build-fuzz}
 jobs=${JOBS:-2}
-targets=(${FUZZ_TARGETS:-fuzz_tensor fuzz_tokenizer_json fuzz_tokenizer_text fuzz_gguf})
+targets=(${FUZZ_TARGETS:-fuzz_tensor fuzz_tokenizer_json fuzz_tokenizer_text fuzz_gguf fuzz_tokenizer_gguf})
 each=$((seconds / ${#targets[@]}))
 [ "$each" -ge 1 ] || each=1
 
@@ -48,6 +50,31 @@ for name in gpt2 bert-base-uncased mistral-prepend mistral-metaspace llama3 qwen
     fi
 done
 
+# The GGUF vocabularies fuzz_tokenizer_gguf reads, written from the tokenizer.json fixtures as
+# convert_hf_to_gguf.py would (their digests checked against those llama.cpp tokenized).
+export FUZZ_GGUF_VOCABS=$build/gguf_vocabs
+for name in gpt2 llama3 qwen3 gpt-neox-20b mistral-spm mistral-hf; do
+    if [ ! -s "$FUZZ_GGUF_VOCABS/$name.gguf" ]; then
+        mkdir -p "$FUZZ_GGUF_VOCABS"
+        /usr/bin/python3 "$src/tests/goldens/gguf_vocab.py" "$fixtures" "$name" "$FUZZ_GGUF_VOCABS/$name.gguf"
+    fi
+done
+
+# text_seeds DIR: the hostile texts, the GGUF tokenizer texts and llama.cpp's vector texts, a file each
+text_seeds() {
+    mkdir -p "$1"
+    /usr/bin/python3 - "$fixtures/tokenizers" "$1" <<'PY'
+import glob, json, os, sys
+src, out = sys.argv[1:3]
+texts = json.load(open(os.path.join(src, "hostile", "texts.json"), encoding="utf-8"))
+texts += json.load(open(os.path.join(src, "gguf", "cases.json"), encoding="utf-8"))["texts"]
+for path in glob.glob(os.path.join(src, "vectors", "*.inp")):
+    texts += open(path, encoding="utf-8").read().split("\n__ggml_vocab_test__\n")[:-1]
+for i, t in enumerate(dict.fromkeys(texts)):
+    open(os.path.join(out, f"text_{i:03d}"), "wb").write(t.encode("utf-8", "surrogatepass"))
+PY
+}
+
 seed_corpus() {  # TARGET: its seeds
     case $1 in
         fuzz_tensor)
@@ -56,18 +83,9 @@ seed_corpus() {  # TARGET: its seeds
             seed "$1" "${files[@]}" ;;
         fuzz_tokenizer_json)
             seed "$1" "$fixtures"/tokenizers/tiny/[a-z]*.json "$fixtures"/tokenizers/fuzz/json/* ;;
-        fuzz_tokenizer_text)
+        fuzz_tokenizer_text | fuzz_tokenizer_gguf)
             local dir=$build/text_seeds
-            mkdir -p "$dir"
-            /usr/bin/python3 - "$fixtures/tokenizers" "$dir" <<'PY'
-import glob, json, os, sys
-src, out = sys.argv[1:3]
-texts = json.load(open(os.path.join(src, "hostile", "texts.json"), encoding="utf-8"))
-for path in glob.glob(os.path.join(src, "vectors", "*.inp")):
-    texts += open(path, encoding="utf-8").read().split("\n__ggml_vocab_test__\n")[:-1]
-for i, t in enumerate(dict.fromkeys(texts)):
-    open(os.path.join(out, f"text_{i:03d}"), "wb").write(t.encode("utf-8", "surrogatepass"))
-PY
+            text_seeds "$dir"
             seed "$1" "$dir"/* "$fixtures"/tokenizers/fuzz/text/* ;;
         fuzz_gguf)
             mapfile -d '' files < <(find "$fixtures" -type f -name '*.gguf' -size -64k -print0)

@@ -1,12 +1,16 @@
 """The `tokenizer.ggml.*` metadata llama.cpp's convert_hf_to_gguf.py writes for a tokenizer.json
-fixture, made with the standard library alone (no transformers, no gguf-py), so that the tests can
+fixture, made with the standard library alone (no transformers, no gguf-py; the file written by
+gguf_writer.py, numpy), so that the tests can
 make it at test time from the committed tokenizer.json files instead of committing a second copy of
 each vocabulary (tests/fixtures/tokenizers/gguf/README.md).
 
-  gguf_vocab.py FIXTURES CASE OUT.json
+  gguf_vocab.py FIXTURES CASE OUT.gguf
 
-writes the metadata of CASE (tests/fixtures/tokenizers/gguf/cases.json) as one JSON object keyed by
-the GGUF key names ({"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": [...], ...}). The
+writes the metadata of CASE (tests/fixtures/tokenizers/gguf/cases.json) as a vocabulary-only GGUF
+file (no tensors; gguf_writer.py's layout, each key of the type convert_hf_to_gguf.py gives it:
+ids uint32, flags bool, names string, tokens and merges arrays of string, scores of float32, token
+types of int32). Its digest is taken over the metadata as one JSON object keyed by the GGUF key
+names ({"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": [...], ...}). The
 scalars (special token ids, add_bos_token ...) come from expected.json, where
 make_gguf_tokenizer_goldens.py put what llama.cpp's own gguf-py (SpecialVocab) made of the files; the arrays
 are made here; the digest of the whole must equal the one expected.json recorded for the file
@@ -188,16 +192,34 @@ def load_cases(fixtures):
         return {c["name"]: c for c in json.load(f)["cases"]}
 
 
+def write_gguf(metadata, out):
+    """METADATA (a dict keyed by GGUF key names) as the vocabulary-only GGUF file OUT."""
+    import gguf_writer as g
+    w = g.Writer(metadata.get("general.architecture", "llama"))
+    arrays = {"tokenizer.ggml.scores": g.FLOAT32, "tokenizer.ggml.token_type": g.INT32}
+    for key, value in metadata.items():
+        if key == "general.architecture":
+            continue
+        if isinstance(value, bool):
+            w.add(key, value, g.BOOL)
+        elif isinstance(value, int):
+            w.add(key, value, g.UINT32)
+        elif isinstance(value, str):
+            w.add(key, value, g.STRING)
+        else:
+            w.add(key, value, g.ARRAY, arrays.get(key, g.STRING))
+    w.write(out)
+
+
 def write_metadata(fixtures, case, expected, out):
-    """Writes CASE's metadata to OUT: EXPECTED's scalars (expected.json's entry), the arrays made
-    here; exits when its digest is not the one llama.cpp's file had."""
+    """Writes CASE's metadata to OUT (a GGUF file): EXPECTED's scalars (expected.json's entry), the
+    arrays made here; exits when its digest is not the one llama.cpp's file had."""
     metadata = dict(expected["scalars"])
     metadata.update(arrays(case, fixtures))
     if digest(metadata) != expected["digest"]:
         sys.exit(f"gguf_vocab.py: {case['name']}: the metadata made here differs from the file llama.cpp tokenized "
                  f"(digest {digest(metadata)}, expected {expected['digest']})")
-    with open(out, "w", encoding="utf-8") as f:
-        json.dump(metadata, f, ensure_ascii=True)
+    write_gguf(metadata, out)
 
 
 def main():

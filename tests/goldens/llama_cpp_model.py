@@ -7,6 +7,10 @@ the GGUF goldens and the GGUF benchmark:
   position of IDS in one llama_decode (llama_batch_init, every token an output), the seconds that
   call took.
 - to_float(type, raw, n): ggml's own dequantization (ggml_get_type_traits(type)->to_float).
+- load_vocab(path), tokenize(vocab, text, add_special), detokenize(vocab, ids), free_model(model):
+  a file's tokenizer as llama.cpp runs it (vocab_only; llama_tokenize with parse_special false,
+  llama_detokenize with remove_special false and unparse_special true); tokenize_groups(path,
+  groups): every text of each group through them.
 
 Struct layouts are llama.h's and ggml.h's of the source the binaries were built from
 (llama_cpp.source(): include/llama.h llama_model_params, llama_context_params,
@@ -100,8 +104,72 @@ def lib():
         l.llama_get_logits.restype = c.POINTER(c.c_float)
         l.llama_free.argtypes = [c.c_void_p]
         l.llama_model_free.argtypes = [c.c_void_p]
+        l.llama_tokenize.argtypes = [c.c_void_p, c.c_char_p, c.c_int32, c.POINTER(c.c_int32), c.c_int32, c.c_bool, c.c_bool]
+        l.llama_tokenize.restype = c.c_int32
+        l.llama_detokenize.argtypes = [c.c_void_p, c.POINTER(c.c_int32), c.c_int32, c.c_char_p, c.c_int32, c.c_bool, c.c_bool]
+        l.llama_detokenize.restype = c.c_int32
         _lib = l
     return _lib
+
+
+def load_vocab(path):
+    """PATH's tokenizer loaded by llama.cpp alone (vocab_only): (model, vocab); free_model(model) after."""
+    l = lib()
+    params = l.llama_model_default_params()
+    params.vocab_only = True
+    model = l.llama_model_load_from_file(str(path).encode(), params)
+    if not model:
+        raise RuntimeError(f"libllama cannot load {path}")
+    return model, l.llama_model_get_vocab(model)
+
+
+def free_model(model):
+    lib().llama_model_free(model)
+
+
+def tokenize(vocab, text, add_special):
+    """llama_tokenize(vocab, TEXT, ADD_SPECIAL, parse_special = false): the ids."""
+    l, data = lib(), text.encode("utf-8")
+    n = len(data) + 8
+    while True:
+        out = (c.c_int32 * n)()
+        got = l.llama_tokenize(vocab, data, len(data), out, n, add_special, False)
+        if got >= 0:
+            return list(out[:got])
+        n = -got
+
+
+def detokenize(vocab, ids):
+    """llama_detokenize(vocab, IDS, remove_special = false, unparse_special = true): the text, or
+    {"hex": ...} when its bytes are not UTF-8."""
+    l = lib()
+    arr = (c.c_int32 * max(1, len(ids)))(*ids)
+    n = 64 + 8 * len(ids)
+    while True:
+        buf = c.create_string_buffer(n)
+        got = l.llama_detokenize(vocab, arr, len(ids), buf, n, False, True)
+        if got >= 0:
+            raw = buf.raw[:got]
+            try:
+                return raw.decode("utf-8")
+            except UnicodeDecodeError:
+                return {"hex": raw.hex()}
+        n = -got + 8
+
+
+def tokenize_groups(path, groups):
+    """Every text of GROUPS ({name: [text, ...]}) through PATH's tokenizer: {name: [{"ids": with
+    special tokens, "plain": without, "decode": the ids detokenized}, ...]}."""
+    model, vocab = load_vocab(path)
+    out = {}
+    for group, items in groups.items():
+        rows = []
+        for text in items:
+            ids = tokenize(vocab, text, True)
+            rows.append({"ids": ids, "plain": tokenize(vocab, text, False), "decode": detokenize(vocab, ids)})
+        out[group] = rows
+    free_model(model)
+    return out
 
 
 def quantize(src, dst, ftype, pure=True, threads=2):

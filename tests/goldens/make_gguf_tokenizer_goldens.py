@@ -13,7 +13,6 @@ parse_special = false) and the ids back through llama_detokenize(remove_special 
 unparse_special = true). Writes tests/fixtures/tokenizers/gguf/expected.json: per case the scalar
 metadata, the digest of the whole metadata (gguf_vocab.digest) and the ids and texts.
 """
-import ctypes
 import json
 import lzma
 import os
@@ -25,6 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import gguf_vocab  # noqa: E402
 import llama_cpp  # noqa: E402
+import llama_cpp_model  # noqa: E402
 
 FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures")
 OUT = os.path.join(FIXTURES, "tokenizers", "gguf")
@@ -102,78 +102,15 @@ def write_gguf(path, metadata):
     w.close()
 
 
-class LlamaParams(ctypes.Structure):  # include/llama.h struct llama_model_params at 80fb11ac
-    _fields_ = [("devices", ctypes.c_void_p), ("tensor_buft_overrides", ctypes.c_void_p), ("n_gpu_layers", ctypes.c_int32),
-                ("split_mode", ctypes.c_int), ("load_mode", ctypes.c_int), ("lazy_mode", ctypes.c_int), ("main_gpu", ctypes.c_int32),
-                ("tensor_split", ctypes.c_void_p), ("progress_callback", ctypes.c_void_p), ("progress_callback_user_data", ctypes.c_void_p),
-                ("kv_overrides", ctypes.c_void_p), ("vocab_only", ctypes.c_bool), ("check_tensors", ctypes.c_bool),
-                ("use_extra_bufts", ctypes.c_bool), ("no_host", ctypes.c_bool), ("no_alloc", ctypes.c_bool), ("load_mtp", ctypes.c_bool)]
-
-
-def libllama():
-    lib = llama_cpp.libllama()
-    lib.llama_model_default_params.restype = LlamaParams
-    lib.llama_model_load_from_file.argtypes = [ctypes.c_char_p, LlamaParams]
-    lib.llama_model_load_from_file.restype = ctypes.c_void_p
-    lib.llama_model_get_vocab.argtypes = [ctypes.c_void_p]
-    lib.llama_model_get_vocab.restype = ctypes.c_void_p
-    lib.llama_model_free.argtypes = [ctypes.c_void_p]
-    lib.llama_tokenize.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32, ctypes.POINTER(ctypes.c_int32), ctypes.c_int32,
-                                   ctypes.c_bool, ctypes.c_bool]
-    lib.llama_tokenize.restype = ctypes.c_int32
-    lib.llama_detokenize.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32), ctypes.c_int32, ctypes.c_char_p, ctypes.c_int32,
-                                     ctypes.c_bool, ctypes.c_bool]
-    lib.llama_detokenize.restype = ctypes.c_int32
-    return lib
-
-
-def tokenize(lib, vocab, text, add_special):
-    data = text.encode("utf-8")
-    n = len(data) + 8
-    while True:
-        out = (ctypes.c_int32 * n)()
-        got = lib.llama_tokenize(vocab, data, len(data), out, n, add_special, False)
-        if got >= 0:
-            return list(out[:got])
-        n = -got
-
-
-def detokenize(lib, vocab, ids):
-    arr = (ctypes.c_int32 * max(1, len(ids)))(*ids)
-    n = 64 + 8 * len(ids)
-    while True:
-        buf = ctypes.create_string_buffer(n)
-        got = lib.llama_detokenize(vocab, arr, len(ids), buf, n, False, True)
-        if got >= 0:
-            raw = buf.raw[:got]
-            try:
-                return raw.decode("utf-8")
-            except UnicodeDecodeError:
-                return {"hex": raw.hex()}
-        n = -got + 8
-
-
-def run_case(lib, case, texts, folder):
+def run_case(case, texts, folder):
     arrays = gguf_vocab.arrays(case, FIXTURES)
     scalars = scalars_of(case, arrays)
     metadata = dict(scalars)
     metadata.update(arrays)
     path = os.path.join(folder, case["name"] + ".gguf")
     write_gguf(path, metadata)
-    params = lib.llama_model_default_params()
-    params.vocab_only = True
-    model = lib.llama_model_load_from_file(path.encode(), params)
-    if not model:
-        sys.exit(f"{case['name']}: libllama cannot load {path}")
-    vocab = lib.llama_model_get_vocab(model)
     result = {"scalars": scalars, "digest": gguf_vocab.digest(metadata), "tokens": len(arrays["tokenizer.ggml.tokens"])}
-    for kind, items in texts.items():
-        rows = []
-        for text in items:
-            ids = tokenize(lib, vocab, text, True)
-            rows.append({"ids": ids, "plain": tokenize(lib, vocab, text, False), "decode": detokenize(lib, vocab, ids)})
-        result[kind] = rows
-    lib.llama_model_free(model)
+    result.update(llama_cpp_model.tokenize_groups(path, texts))
     return result
 
 
@@ -187,12 +124,11 @@ def main():
         with open(out_file, encoding="utf-8") as f:
             expected = json.load(f)
     texts = gguf_vocab.texts(FIXTURES)
-    lib = libllama()
     with tempfile.TemporaryDirectory() as folder:
         for case in cases_json["cases"]:
             if wanted and case["name"] not in wanted:
                 continue
-            expected[case["name"]] = run_case(lib, case, texts, folder)
+            expected[case["name"]] = run_case(case, texts, folder)
             print(case["name"], expected[case["name"]]["tokens"], "tokens", expected[case["name"]]["digest"][:12])
     expected = {c["name"]: expected[c["name"]] for c in cases_json["cases"] if c["name"] in expected}
     with open(out_file, "w", encoding="utf-8") as f:

@@ -12,6 +12,8 @@
 
 namespace attntrace {
 
+class GgufFiles;  // io/gguf.hpp
+
 // llama.cpp's token types, the values of tokenizer.ggml.token_type (include/llama.h llama_token_type).
 enum class GgufTokenType : std::int32_t { undefined = 0, normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6 };
 
@@ -38,5 +40,12 @@ struct GgufVocabulary {
     std::string general_name;  // general.name
     std::string architecture;  // general.architecture
 };
+
+// The vocabulary of FILE's tokenizer.ggml.* (and general.name, general.architecture) keys, each of
+// the type llama.cpp reads it as (ids uint32, flags bool, names strings, tokens and merges arrays
+// of strings, scores of float32 or int32, token types of int32): another type, no
+// tokenizer.ggml.model or tokens, or a "gpt2" model without merges is an InputError naming the
+// file and the key (llama.cpp refuses such a file too).
+GgufVocabulary read_gguf_vocabulary(const GgufFiles& file);
 
 }  // namespace attntrace

@@ -33,9 +33,10 @@ struct Encoding {
 class Tokenizer {
 public:
     // PATH is a checkpoint folder holding tokenizer.json, or the tokenizer.json itself; the
-    // folder's tokenizer_config.json (if any) gives clean_up_tokenization_spaces. Throws
-    // InputError naming the file and the problem (missing, not JSON, an unsupported component
-    // with the supported ones).
+    // folder's tokenizer_config.json (if any) gives clean_up_tokenization_spaces. Or a GGUF file
+    // (io/gguf.hpp is_gguf_path; a split model's first file): the tokenizer of its metadata
+    // (from_gguf). Throws InputError naming the file and the problem (missing, not JSON, an
+    // unsupported component with the supported ones).
     static Tokenizer load(const std::string& path);
     // The tokenizer whose tokenizer.json text is JSON; NAME stands for the file in messages. No
     // tokenizer_config.json is read (clean_up_tokenization_spaces is off).
