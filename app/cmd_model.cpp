@@ -127,7 +127,7 @@ void setup_model(CLI::App& app) {
     auto run = [](const ModelFlags& f) { with_precision(f.dtype, [&]<class T>() { run_model<T>(f); }); };
     auto [f, cmd] = add_command<ModelFlags>(app, "model", "A Hugging Face checkpoint's whole forward pass, every head traced", run);
     required_file(*cmd, "MODEL", f->model,
-                  "the checkpoint folder (config.json, model.safetensors or shards, tokenizer.json) or a GGUF file");
+                  "the checkpoint folder (config.json, model.safetensors or shards, tokenizer.json) or a GGUF file (its tokenizer inside)");
     cmd->add_option("--text", f->text, "the text to run (tokenized with the folder's tokenizer.json)");
     cmd->add_option("--text-file", f->text_file, "the text to run, from a file (- for stdin)")->check(file_name());
     cmd->add_option("--ids", f->ids, "token ids to run: a comma list 15496,995 or a 1-D integer .npy (no tokenizer needed)");
@@ -160,7 +160,7 @@ void setup_model(CLI::App& app) {
     cmd->footer(R"(Examples:
   attntrace model tests/fixtures/models/full_gpt2 --text "the cat sat on the mat"
   attntrace model gpt2/ --ids 464,3797,3332 --attentions a.npy --logits l.npy --format json
-  attntrace model qwen3-q4_k_m.gguf --ids 9707,1879 --top 3
+  attntrace model qwen3-q4_k_m.gguf --text "Hello world" --top 3   (tokenized as llama.cpp does)
   attntrace model bert/ --text "the cat [MASK] on the mat" --top 5
   attntrace model gpt2/ --text "x" --induction 50 --seed 1 --layers 4-7
   attntrace model gpt2/ --text "the cat sat on the mat" --plot heads.png --report heads.html)");

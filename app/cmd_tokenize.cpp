@@ -1,6 +1,7 @@
 // attntrace tokenize MODEL (--text S | --text-file F | -) [--no-special-tokens] [--format text|json]
 // attntrace tokenize MODEL --jsonl F [--no-special-tokens]: many texts, one JSON document a line
-// attntrace tokenize MODEL --decode IDS: a checkpoint's own tokenizer, from its tokenizer.json.
+// attntrace tokenize MODEL --decode IDS: a checkpoint's own tokenizer, from its tokenizer.json, or
+// a GGUF file's, from its metadata, as llama.cpp tokenizes.
 #include <charconv>
 #include <iostream>
 #include <iterator>
@@ -96,9 +97,9 @@ void run_tokenize(const TokenizeOptions& opt) {
 }  // namespace
 
 void setup_tokenize(CLI::App& app) {
-    auto [opt, cmd] = add_command<TokenizeOptions>(app, "tokenize", "A checkpoint's own tokenizer (tokenizer.json): text to ids, ids to text", run_tokenize,
+    auto [opt, cmd] = add_command<TokenizeOptions>(app, "tokenize", "A checkpoint's own tokenizer (tokenizer.json, or a GGUF file's): text to ids, ids to text", run_tokenize,
                                                       {{"decode: id", "--decode: id"}});
-    cmd->add_option("MODEL", opt->model, "a checkpoint folder holding tokenizer.json, or a tokenizer.json")->required();
+    cmd->add_option("MODEL", opt->model, "a checkpoint folder holding tokenizer.json, a tokenizer.json, or a GGUF file")->required();
     cmd->add_option("STDIN", opt->stdin_marker, "- : read the text from stdin");
     cmd->add_option("--text", opt->text, "the text to tokenize")->each([o = opt.get()](const std::string&) { o->text_given = true; });
     cmd->add_option("--text-file", opt->text_file, "tokenize this file's whole content as one text (- for stdin)");
@@ -109,15 +110,17 @@ void setup_tokenize(CLI::App& app) {
     cmd->add_option("--jsonl", opt->jsonl,
                     "many texts through one load: F (- for stdin) holds a JSON string (or {\"text\": ...}) a line; "
                     "prints one JSON document a line");
-    cmd->add_option("--decode", opt->decode, "ids to text, as transformers' tokenizer.decode(ids): --decode 15496,995");
+    cmd->add_option("--decode", opt->decode, "ids to text, as transformers' tokenizer.decode(ids) (a GGUF file: llama_detokenize): --decode 15496,995");
     cmd->footer(R"(Text format: one token a line, tab-separated: index, id, the vocabulary string and the text it
 covers (C-style escapes: \t \n \r \\ \xNN), then the count. JSON: {"ids", "tokens", "offsets"}, the
 offsets as byte spans [b0, b1) of the input. Special tokens are added as the file's post_processor
-adds them. Invalid UTF-8 in the text, or a tokenizer.json we cannot read, is exit 3.
+adds them. A GGUF file: the ids of llama.cpp's llama_tokenize(add_special, parse_special false).
+Invalid UTF-8 in the text, or a tokenizer.json or GGUF tokenizer we cannot read, is exit 3.
 
 Examples:
   attntrace tokenize path/to/gpt2 --text "Hello world"
   attntrace tokenize path/to/bert --text-file notes.txt --format json | jq .ids
   attntrace tokenize path/to/gpt2 --jsonl texts.jsonl > ids.jsonl
+  attntrace tokenize qwen3-q4_k_m.gguf --text "Hello <think>"
   attntrace tokenize path/to/gpt2 --decode 15496,995)");
 }
