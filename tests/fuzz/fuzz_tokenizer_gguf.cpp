@@ -7,8 +7,10 @@
 //
 // Must hold, else the target crashes: invalid UTF-8 is an InputError, valid UTF-8 always encodes,
 // with and without special tokens; ids are in range, offsets are byte spans of the text in order;
-// decode takes every id encode gave; and GPT-2's vocabulary, which neither normalizes nor loses a
-// byte, decodes the ids of the text without special tokens back to the text exactly.
+// decode takes every id encode gave; and Qwen3's vocabulary (pre "qwen2": no normalizer, no
+// clean-up of spaces before punctuation in llama_detokenize, user-defined tokens decoded as
+// themselves; llama.cpp gives every test text back so) decodes the ids of the text without special
+// tokens back to the text exactly. GPT-2's does not: llama.cpp's clean_spaces turns " ?" into "?".
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -21,8 +23,9 @@
 
 namespace {
 
-std::vector<attntrace::Tokenizer>* tokenizers = nullptr;  // gpt2 first
+std::vector<attntrace::Tokenizer>* tokenizers = nullptr;
 const char* const kNames[] = {"gpt2", "llama3", "qwen3", "gpt-neox-20b", "mistral-spm", "mistral-hf"};
+constexpr std::size_t kLossless = 2;  // qwen3
 
 // TEXT through T with or without special tokens, the invariants checked; the ids (empty when refused).
 attntrace::Encoding checked(const attntrace::Tokenizer& t, std::string_view text, bool special, bool valid) {
@@ -58,7 +61,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const attntrace::Tokenizer& t = (*tokenizers)[k];
         (void)checked(t, text, true, valid);
         const attntrace::Encoding plain = checked(t, text, false, valid);
-        if (k == 0 && valid && t.decode(plain.ids) != text) __builtin_trap();  // GPT-2's vocabulary is lossless
+        if (k == kLossless && valid && t.decode(plain.ids) != text) __builtin_trap();
     }
     return 0;
 }
