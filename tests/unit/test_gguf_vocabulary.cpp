@@ -156,6 +156,13 @@ TEST_CASE("gguf vocabulary: arrays shorter than the tokens, or of a type llama.c
         .add("tokenizer.ggml.tokens", GgufType::array, strings({"<unk>"}))
         .add("tokenizer.ggml.scores", GgufType::float32, f32(0));
     CHECK(refused(scalar_scores) == f + ": tokenizer.ggml.scores is of type float32; llama.cpp reads it only as array");
+    // an array claiming more strings than the file holds is refused before anything is allocated
+    Builder claims;
+    claims.add("tokenizer.ggml.model", GgufType::string, gstr("llama"))
+        .add("tokenizer.ggml.tokens", GgufType::array, le(static_cast<std::uint32_t>(GgufType::string)) + le<std::uint64_t>(1ull << 40) + gstr("a"));
+    const std::string claimed = refused(claims);
+    CHECK(claimed.rfind(f + ": ", 0) == 0);
+    CHECK(claimed.find("tokenizer.ggml.tokens") != std::string::npos);
     // int32 scores are llama.cpp's too (llama_vocab::impl::load: iscores)
     Builder int_scores;
     int_scores.add("tokenizer.ggml.model", GgufType::string, gstr("llama"))
