@@ -30,12 +30,14 @@ struct Bigram {
 GgufBpe::GgufBpe(const std::vector<std::string>& merges, const Vocab& vocab, bool ignore_merges)
     : vocab_(vocab), ignore_merges_(ignore_merges) {
     table_.reserve(merges.size());
+    std::string joined;  // left + right, reused: a string is allocated only for one the vocabulary lacks
     for (std::size_t rank = 0; rank < merges.size(); ++rank) {
-        const std::string& m = merges[rank];
+        const std::string_view m = merges[rank];
         const std::size_t space = m.find(' ', 1);
-        if (space == std::string::npos) continue;  // llama.cpp ranks the pair ("", ""), which no symbol is
-        std::string left = m.substr(0, space), right = m.substr(space + 1);
-        const std::uint32_t a = intern(left), b = intern(right), merged = intern(left + right);
+        if (space == std::string_view::npos) continue;  // llama.cpp ranks the pair ("", ""), which no symbol is
+        const std::string_view left = m.substr(0, space), right = m.substr(space + 1);
+        joined.assign(left).append(right);
+        const std::uint32_t a = intern(left), b = intern(right), merged = intern(joined);
         table_.insert(a, b, static_cast<std::uint32_t>(rank), merged, true);
     }
     for (int b = 0; b < 256; ++b) byte_symbol_[static_cast<std::size_t>(b)] = lookup(byte_level_char(static_cast<unsigned char>(b)));
@@ -47,9 +49,9 @@ std::uint32_t GgufBpe::lookup(std::string_view s) const {
     return it == extra_.end() ? kNone : it->second;
 }
 
-std::uint32_t GgufBpe::intern(std::string s) {
+std::uint32_t GgufBpe::intern(std::string_view s) {
     if (const auto id = vocab_.find(s)) return *id;
-    const auto it = extra_.try_emplace(std::move(s), static_cast<std::uint32_t>(vocab_.size() + extra_.size())).first;
+    const auto it = extra_.try_emplace(std::string(s), static_cast<std::uint32_t>(vocab_.size() + extra_.size())).first;
     return it->second;
 }
 

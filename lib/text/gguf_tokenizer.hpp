@@ -88,7 +88,7 @@ public:
     void tokenize(std::string_view word, std::vector<ModelToken>& out) const;
 
 private:
-    std::uint32_t intern(std::string s);
+    std::uint32_t intern(std::string_view s);
     std::uint32_t lookup(std::string_view s) const;
     void merge(std::vector<CachedToken>& symbols) const;
     bool emit_symbol(std::string_view word, std::uint32_t at, const CachedToken& s, std::vector<ModelToken>& out) const;
