@@ -330,16 +330,27 @@ std::size_t attend(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T scale, T 
     return total;
 }
 
+namespace {
+
+// y[r0:r1, c0:c1] := x[r0:r1] · W[c0:c1]ᵀ + b[c0:c1], y at LDY.
 template <class T>
-void project_rows(const T* x, std::size_t rows, const Array<T>& w, const std::optional<Array<T>>& b, T* y,
-                  std::size_t ldy, std::size_t threads, const std::function<void(std::size_t, std::size_t)>& rows_done) {
-    const std::size_t out = w.shape()[0], in = w.shape()[1];
-    if (!rows_done && rows < out && threads > 1) {  // few rows: split W's rows, so each worker packs only its share
-        split_product(rows, out, threads, [&](std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
-            if (b)
-                for (std::size_t r = r0; r < r1; ++r) std::copy(b->begin() + c0, b->begin() + c1, y + r * ldy + c0);
-            gemm<T>(false, true, r1 - r0, c1 - c0, in, T(1), x + r0 * in, in, w.data() + c0 * in, in, b ? T(1) : T(0),
-                    y + r0 * ldy + c0, ldy);
+void project_block(const T* x, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1, const WeightInPlace<T>& w,
+                   const T* b, T* y, std::size_t ldy) {
+    if (b)
+        for (std::size_t r = r0; r < r1; ++r) std::copy(b + c0, b + c1, y + r * ldy + c0);
+    const T* at = w.conv1d ? w.data + c0 : w.data + c0 * w.in;
+    gemm<T>(false, !w.conv1d, r1 - r0, c1 - c0, w.in, T(1), x + r0 * w.in, w.in, at, w.conv1d ? w.out : w.in,
+            b ? T(1) : T(0), y + r0 * ldy + c0, ldy);
+}
+
+}  // namespace
+
+template <class T>
+void project_rows(const T* x, std::size_t rows, const WeightInPlace<T>& w, const T* b, T* y, std::size_t ldy,
+                  std::size_t threads, const std::function<void(std::size_t, std::size_t)>& rows_done) {
+    if (!rows_done && rows < w.out && threads > 1) {  // few rows: split W's rows, so each worker packs only its share
+        split_product(rows, w.out, threads, [&](std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
+            project_block(x, r0, r1, c0, c1, w, b, y, ldy);
         });
         return;
     }
@@ -351,11 +362,16 @@ void project_rows(const T* x, std::size_t rows, const Array<T>& w, const std::op
     parallel_for(chunks, threads, [&](std::size_t c, std::size_t) {
         const std::size_t r0 = c * per, r1 = std::min(rows, r0 + per);
         if (r0 >= r1) return;
-        if (b)
-            for (std::size_t r = r0; r < r1; ++r) std::copy(b->begin(), b->end(), y + r * ldy);
-        gemm<T>(false, true, r1 - r0, out, in, T(1), x + r0 * in, in, w.data(), in, b ? T(1) : T(0), y + r0 * ldy, ldy);
+        project_block(x, r0, r1, 0, w.out, w, b, y, ldy);
         if (rows_done) rows_done(r0, r1);
     });
+}
+
+template <class T>
+void project_rows(const T* x, std::size_t rows, const Array<T>& w, const std::optional<Array<T>>& b, T* y,
+                  std::size_t ldy, std::size_t threads, const std::function<void(std::size_t, std::size_t)>& rows_done) {
+    project_rows(x, rows, WeightInPlace<T>{w.data(), w.shape()[0], w.shape()[1], false}, b ? b->data() : nullptr, y, ldy,
+                 threads, rows_done);
 }
 
 #define ATTNTRACE_STAGES(T)                                                                                    \
@@ -364,7 +380,9 @@ void project_rows(const T* x, std::size_t rows, const Array<T>& w, const std::op
     template std::size_t attend(const HeadBatch<T>&, const MaskPlan<T>&, T, T, Kept<T>&, std::size_t,          \
                                 const std::function<void(std::size_t, std::size_t)>&);                        \
     template void project_rows(const T*, std::size_t, const Array<T>&, const std::optional<Array<T>>&, T*,     \
-                               std::size_t, std::size_t, const std::function<void(std::size_t, std::size_t)>&);
+                               std::size_t, std::size_t, const std::function<void(std::size_t, std::size_t)>&); \
+    template void project_rows(const T*, std::size_t, const WeightInPlace<T>&, const T*, T*, std::size_t,         \
+                               std::size_t, const std::function<void(std::size_t, std::size_t)>&);
 ATTNTRACE_STAGES(float)
 ATTNTRACE_STAGES(double)
 

@@ -74,6 +74,12 @@ void project_rows(const T* x, std::size_t rows, const Array<T>& w, const std::op
                   std::size_t ldy, std::size_t threads,
                   const std::function<void(std::size_t, std::size_t)>& rows_done = {});
 
+// The same with W where it lies ((out, in), or (in, out) as GPT-2's Conv1D stores it) and its
+// bias B (out) as a pointer (or null).
+template <class T>
+void project_rows(const T* x, std::size_t rows, const WeightInPlace<T>& w, const T* b, T* y, std::size_t ldy,
+                  std::size_t threads, const std::function<void(std::size_t, std::size_t)>& rows_done = {});
+
 
 // For each value column c of one head's V (Lk, Pv), the first and the last key j whose V[j, c] is
 // not finite (first > last: none). The tiled paths skip keys no row of a block can see; weights @ V

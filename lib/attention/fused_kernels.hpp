@@ -26,6 +26,10 @@ namespace attntrace::fused {
 
 // Keys per block: the panel's scores of one block, BK * W floats, stay in L1.
 inline constexpr std::size_t kBlockKeys = 256;  // a multiple of NR
+// Panels run side by side, key block by key block: a block of K and V (2 x 64 KiB at P = 64) is
+// then read from L2 by each of them, where one panel running through all the keys alone reads a
+// whole head's K and V (2 MiB at L = 4096, more than a core's L2 holds with the rest) from L3.
+inline constexpr std::size_t kGroupPanels = 16;
 
 // One task. Rows [0, rows) are query rows i0 .. i0 + rows - 1 of one head.
 struct Task {
@@ -51,7 +55,7 @@ struct Task {
     const std::uint32_t* bad_last = nullptr;
     float* o = nullptr;  // context row r at o + r * ldo, Pv values
     std::size_t ldo = 0;
-    float* scratch = nullptr;  // scratch_floats(P, pv_pad) floats, 64-byte aligned
+    float* scratch = nullptr;  // scratch_floats(W, P, pv_pad) floats, 64-byte aligned
     // Row statistics (null: not wanted), row r at [r]: entropy (nats), the most-attended key, its
     // weight; and the detector values w[i, i-1], w[i, i] (square planes only), w[i, 0] (null: not
     // wanted).
@@ -64,9 +68,10 @@ struct Task {
     bool square = false;
 };
 
-// The scratch a task needs for head dims P and pv_pad, in floats, for W lanes.
+// The scratch a task needs for head dims P and pv_pad, in floats, for W lanes: one block's scores
+// and each panel of a group's q, context and lanes.
 constexpr std::size_t scratch_floats(std::size_t w, std::size_t p, std::size_t pv_pad) {
-    return w * (p + kBlockKeys + pv_pad + 16);
+    return w * (kBlockKeys + kGroupPanels * (p + pv_pad + 16));
 }
 
 template <class I>
@@ -95,6 +100,9 @@ struct Kernel {
         float* arg() const { return lanes + 5 * W; }
         float* row() const { return lanes + 6 * W; }   // the query index of each lane
         float* tmp() const { return lanes + 7 * W; }
+        float* max() const { return lanes + 8 * W; }   // the online softmax's m, l and dot
+        float* sum() const { return lanes + 9 * W; }
+        float* dot() const { return lanes + 10 * W; }
     };
 
     // q of the panel's rows, scaled, dim by dim; the padding lanes zero.
@@ -259,38 +267,67 @@ struct Kernel {
         t.first_token[at] = is_empty || t.lk == 0 ? nan : pn.first()[r] * inv;
     }
 
-    // One panel of rows [r0, r0 + n).
-    static std::size_t panel(const Task& t, Panel& pn) {
+    // A panel of rows [r0, r0 + n) made ready for its key blocks: q packed, the ranges, zero sums.
+    static void start(const Task& t, Panel& pn) {
         pack_q(t, pn);
         key_ranges(t, pn);
         for (std::size_t x = 2 * W; x < 6 * W; ++x) pn.lanes[x] = 0.0f;  // prev, diag, first, arg
         for (std::size_t x = 0; x < t.pv_pad * W; ++x) pn.op[x] = 0.0f;
-        V m = I::set1(-__builtin_inff()), l = I::zero(), dot = I::zero();
+        I::store(pn.max(), I::set1(-__builtin_inff())), I::store(pn.sum(), I::zero()), I::store(pn.dot(), I::zero());
         pn.covered_begin = pn.covered_end = pn.begin / NR * NR;
-        for (std::size_t j0 = pn.covered_begin; j0 < pn.end; j0 += kBlockKeys) {
-            const std::size_t left = pn.end - j0, keys = left < kBlockKeys ? left : kBlockKeys;
-            const std::size_t cols = (keys + NR - 1) / NR * NR;  // the pack is zero past lk
-            pn.covered_end = j0 + cols;
-            scores(t, pn, j0, cols);
-            mask(t, pn, j0, cols);
-            const V corr = softmax(t, pn, j0, cols, m, l, dot);
-            if (t.first_token) record_detectors(t, pn, j0, cols, corr);
-            context(t, pn, j0, cols, corr);
-        }
-        return finish(t, pn, l, dot);
     }
 
-    // The task: its panels one after another. Returns its empty rows.
-    static std::size_t run(const Task& t) {
-        Panel pn;
-        pn.qp = t.scratch;
-        pn.sp = pn.qp + t.p * W;
-        pn.op = pn.sp + kBlockKeys * W;
-        pn.lanes = pn.op + t.pv_pad * W;
+    // The panel's key block from J0 (its blocks start at covered_begin, kBlockKeys apart).
+    static void block(const Task& t, Panel& pn, std::size_t j0) {
+        const std::size_t left = pn.end - j0, keys = left < kBlockKeys ? left : kBlockKeys;
+        const std::size_t cols = (keys + NR - 1) / NR * NR;  // the pack is zero past lk
+        pn.covered_end = j0 + cols;
+        scores(t, pn, j0, cols);
+        mask(t, pn, j0, cols);
+        V m = I::load(pn.max()), l = I::load(pn.sum()), dot = I::load(pn.dot());
+        const V corr = softmax(t, pn, j0, cols, m, l, dot);
+        I::store(pn.max(), m), I::store(pn.sum(), l), I::store(pn.dot(), dot);
+        if (t.first_token) record_detectors(t, pn, j0, cols, corr);
+        context(t, pn, j0, cols, corr);
+    }
+
+    // Panels G of the task (N of them, from row R0), side by side: key block by key block, each
+    // panel's own block grid, so a panel's sums are what it alone would compute. Returns their
+    // empty rows.
+    static std::size_t group(const Task& t, Panel* g, std::size_t n, std::size_t r0) {
+        for (std::size_t i = 0; i < n; ++i) {
+            g[i].r0 = r0 + i * W;
+            g[i].n = t.rows - g[i].r0 < W ? t.rows - g[i].r0 : W;
+            start(t, g[i]);
+        }
+        for (std::size_t step = 0, busy = n; busy > 0; ++step) {
+            busy = 0;
+            for (std::size_t i = 0; i < n; ++i) {
+                const std::size_t j0 = g[i].covered_begin + step * kBlockKeys;
+                if (j0 >= g[i].end) continue;
+                block(t, g[i], j0);
+                ++busy;
+            }
+        }
         std::size_t empty = 0;
-        for (pn.r0 = 0; pn.r0 < t.rows; pn.r0 += W) {
-            pn.n = t.rows - pn.r0 < W ? t.rows - pn.r0 : W;
-            empty += panel(t, pn);
+        for (std::size_t i = 0; i < n; ++i) empty += finish(t, g[i], I::load(g[i].sum()), I::load(g[i].dot()));
+        return empty;
+    }
+
+    // The task: its panels in groups of kGroupPanels. Returns its empty rows.
+    static std::size_t run(const Task& t) {
+        Panel g[kGroupPanels];
+        float* const sp = t.scratch;  // one block's scores, shared: each panel's are used at once
+        for (std::size_t i = 0; i < kGroupPanels; ++i) {
+            g[i].sp = sp;
+            g[i].qp = sp + kBlockKeys * W + i * (t.p + t.pv_pad + 16) * W;
+            g[i].op = g[i].qp + t.p * W;
+            g[i].lanes = g[i].op + t.pv_pad * W;
+        }
+        std::size_t empty = 0;
+        for (std::size_t r0 = 0; r0 < t.rows; r0 += kGroupPanels * W) {
+            const std::size_t left = (t.rows - r0 + W - 1) / W;
+            empty += group(t, g, left < kGroupPanels ? left : kGroupPanels, r0);
         }
         return empty;
     }

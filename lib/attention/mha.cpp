@@ -1,5 +1,6 @@
 // mha: torch.nn.MultiheadAttention(batch_first=True), as a sequence of named stages.
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <optional>
 #include <tuple>
@@ -128,22 +129,34 @@ std::unique_ptr<T[], FreeBuffer> rows_buffer(std::size_t n) {
     return std::unique_ptr<T[], FreeBuffer>(BufferAllocator<T>().allocate(n));
 }
 
-// [W_q; W_k; W_v] (H*P + G*P + G*Pv, E) and its bias (zeros where a part has none).
+// The rows of W_q, W_k and W_v: from their arrays, or from the stacked weight read in place.
+template <class T>
+std::array<std::size_t, 3> in_proj_rows(const MhaParams<T>& params) {
+    if (params.in_proj) return {params.in_proj->q_rows, params.in_proj->k_rows, params.in_proj->v_rows};
+    return {params.w_q.shape()[0], params.w_k.shape()[0], params.w_v.shape()[0]};
+}
+
+// [b_q; b_k; b_v] (H*P + G*P + G*Pv), zeros where a part has none; nullopt when none has one.
+template <class T>
+std::optional<Array<T>> stacked_bias(const MhaParams<T>& params) {
+    if (!params.b_q && !params.b_k && !params.b_v) return std::nullopt;
+    const auto [nq, nk, nv] = in_proj_rows(params);
+    Array<T> bias = Array<T>::from_shape({nq + nk + nv});
+    bias.fill(T(0));
+    if (params.b_q) std::copy(params.b_q->begin(), params.b_q->end(), bias.begin());
+    if (params.b_k) std::copy(params.b_k->begin(), params.b_k->end(), bias.begin() + nq);
+    if (params.b_v) std::copy(params.b_v->begin(), params.b_v->end(), bias.begin() + nq + nk);
+    return bias;
+}
+
+// [W_q; W_k; W_v] (H*P + G*P + G*Pv, E) and its bias.
 template <class T>
 std::pair<Array<T>, std::optional<Array<T>>> stacked_in_proj(const MhaParams<T>& params) {
     const std::size_t nq = params.w_q.shape()[0], nk = params.w_k.shape()[0], nv = params.w_v.shape()[0];
     Array<T> w = Array<T>::from_shape({nq + nk + nv, params.w_q.shape()[1]});
     std::copy(params.w_v.begin(), params.w_v.end(),
               std::copy(params.w_k.begin(), params.w_k.end(), std::copy(params.w_q.begin(), params.w_q.end(), w.begin())));
-    std::optional<Array<T>> bias;
-    if (params.b_q || params.b_k || params.b_v) {
-        bias = Array<T>::from_shape({nq + nk + nv});
-        bias->fill(T(0));
-        if (params.b_q) std::copy(params.b_q->begin(), params.b_q->end(), bias->begin());
-        if (params.b_k) std::copy(params.b_k->begin(), params.b_k->end(), bias->begin() + nq);
-        if (params.b_v) std::copy(params.b_v->begin(), params.b_v->end(), bias->begin() + nq + nk);
-    }
-    return {std::move(w), std::move(bias)};
+    return {std::move(w), stacked_bias(params)};
 }
 
 // extend_kv: torch's add_bias_kv / add_zero_attn after the projections: each batch's Lk_in rows of
@@ -178,11 +191,22 @@ Projected<T> project(const Array<T>& query, const Array<T>& key, const Array<T>&
     Projected<T> pr;
     // (the stacked copy of the weights is skipped when it would cost more than 64 MiB: a real
     // checkpoint's layer then costs its own size, not twice)
-    pr.fused = &query == &key && &key == &value && (nq + nk + nv) * s.eq * sizeof(T) <= (std::size_t{64} << 20);
+    // (a stacked weight read in place, MhaParams::in_proj, is used as it lies: no copy at all)
+    const bool self = &query == &key && &key == &value;
+    if (params.in_proj && !self)
+        throw UsageError(params.source + ": a stacked in-projection read in place serves self-attention only");
+    pr.fused = self && (params.in_proj || (nq + nk + nv) * s.eq * sizeof(T) <= (std::size_t{64} << 20));
     if (pr.fused) {
-        const auto [w, bias] = stacked_in_proj(params);
         pr.qkv = rows_buffer<T>(s.b * s.lq * (nq + nk + nv));
-        stages::project_rows(query.data(), s.b * s.lq, w, bias, pr.qkv.get(), nq + nk + nv, threads);
+        if (params.in_proj) {
+            const StackedInProj<T>& in = *params.in_proj;
+            const std::optional<Array<T>> bias = stacked_bias(params);
+            stages::project_rows(query.data(), s.b * s.lq, WeightInPlace<T>{in.data, in.out(), in.in, in.conv1d},
+                                 bias ? bias->data() : nullptr, pr.qkv.get(), nq + nk + nv, threads);
+        } else {
+            const auto [w, bias] = stacked_in_proj(params);
+            stages::project_rows(query.data(), s.b * s.lq, w, bias, pr.qkv.get(), nq + nk + nv, threads);
+        }
         pr.q = pr.qkv.get(), pr.k = pr.q + nq, pr.v = pr.q + nq + nk;
         pr.ldq = pr.ldk = pr.ldv = nq + nk + nv;
     } else {
@@ -199,9 +223,10 @@ Projected<T> project(const Array<T>& query, const Array<T>& key, const Array<T>&
     const char* k_rows = params.bias_k ? (zero_row ? " + bias_k row + zero row" : " + bias_k row")
                                        : (zero_row ? " + zero row" : "");
     const char* v_rows = params.bias_v ? (zero_row ? " + bias_v row + zero row" : " + bias_v row") : k_rows;
-    report_projection(rep, {"q", "query", "q", params.w_q, params.b_q, pr.fused, ""}, pr.q, s.b, s.lq, nq, pr.ldq);
-    report_projection(rep, {"k", "key", "k", params.w_k, params.b_k, pr.fused, k_rows}, pr.k, s.b, s.lk, nk, pr.ldk);
-    report_projection(rep, {"v", "value", "v", params.w_v, params.b_v, pr.fused, v_rows}, pr.v, s.b, s.lk, nv, pr.ldv);
+    const Shape wq{nq, s.eq}, wk{nk, s.ks[2]}, wv{nv, s.vs[2]};  // (D, E) each, stacked or not
+    report_projection(rep, {"q", "query", "q", wq, params.b_q, pr.fused, ""}, pr.q, s.b, s.lq, nq, pr.ldq);
+    report_projection(rep, {"k", "key", "k", wk, params.b_k, pr.fused, k_rows}, pr.k, s.b, s.lk, nk, pr.ldk);
+    report_projection(rep, {"v", "value", "v", wv, params.b_v, pr.fused, v_rows}, pr.v, s.b, s.lk, nv, pr.ldv);
     return pr;
 }
 
@@ -235,6 +260,14 @@ void merge_heads(Array<T>& merged, const MhaShape& s, const Reporter<T>& rep) {
     report_merged(rep, merged, rep.wants("merged"));
 }
 
+// W_o (PO, H*Pv) as the products read it: its array, or where the file holds it; nullopt without one.
+template <class T>
+std::optional<WeightInPlace<T>> output_weight(const MhaParams<T>& params) {
+    if (const auto& w = params.w_o_in_place) return WeightInPlace<T>{w->data, w->out, w->in, w->conv1d};
+    if (params.w_o) return WeightInPlace<T>{params.w_o->data(), params.w_o->shape()[0], params.w_o->shape()[1], false};
+    return std::nullopt;
+}
+
 // out_project: output (B, Lq, PO) := merged · W_oᵀ + b_o, or merged itself with no W_o; 2-D
 // (Lq, PO) for a 2-D input. With W_o and a SINK, each block of rows also goes to the sink as it is
 // computed, and STREAMED is set.
@@ -242,11 +275,12 @@ template <class T>
 Array<T> out_project(Array<T> merged, const MhaParams<T>& params, const MhaConfig& config, const MhaShape& s,
                      std::size_t threads, bool fused, const Reporter<T>& rep,
                      const AttentionOptions::OutputSink& sink, bool& streamed) {
-    const bool with_w_o = params.w_o && config.out_proj;
+    const std::optional<WeightInPlace<T>> w_o = output_weight(params);
+    const bool with_w_o = w_o && config.out_proj;
     Array<T> output = std::move(merged);
     output.reshape({s.b, s.lq, s.h * s.pv});  // its report dropped B for a 2-D input
     if (with_w_o) {
-        const std::size_t po = params.w_o->shape()[0];
+        const std::size_t po = w_o->out;
         Array<T> projected = Array<T>::from_shape({s.b, s.lq, po});
         const Shape final_shape = s.batched ? Shape{s.b, s.lq, po} : Shape{s.lq, po};
         std::function<void(std::size_t, std::size_t)> rows_done;
@@ -254,14 +288,14 @@ Array<T> out_project(Array<T> merged, const MhaParams<T>& params, const MhaConfi
             rows_done = [&](std::size_t r0, std::size_t r1) {
                 sink(final_shape, r0 * po, projected.data() + r0 * po, (r1 - r0) * po);
             };
-        stages::project_rows(output.data(), s.b * s.lq, *params.w_o, params.b_o, projected.data(), po, threads,
-                             rows_done);
+        stages::project_rows(output.data(), s.b * s.lq, *w_o, params.b_o ? params.b_o->data() : nullptr, projected.data(),
+                             po, threads, rows_done);
         if (sink && s.b * s.lq == 0) sink(final_shape, 0, projected.data(), 0);  // no rows: the shape alone
         streamed = static_cast<bool>(sink);
         output = std::move(projected);
     }
     const std::size_t cols = output.shape()[2];
-    report_output(rep, output, with_w_o ? &*params.w_o : nullptr, params.b_o, fused);
+    report_output(rep, output, with_w_o ? std::optional(Shape{w_o->out, w_o->in}) : std::nullopt, params.b_o, fused);
     if (!s.batched) output.reshape({s.lq, cols});
     return output;
 }

@@ -70,6 +70,50 @@ void check_bias(const std::string& source, const std::string& label, const std::
     if (b->size() != expected) fail_expected(source, label, *b, shape_string(Shape{expected}), form, symbols);
 }
 
+// The stacked in-projection read in place (MhaParams::in_proj): parts of H*P, G*P and G*Pv rows
+// over the one input of self-attention, E = Eq = Ek = Ev. Returns P and Pv.
+template <class T>
+std::pair<std::size_t, std::size_t> check_in_proj(const MhaParams<T>& p, const MhaDims& dims) {
+    const StackedInProj<T>& w = *p.in_proj;
+    const std::size_t H = dims.heads, G = dims.kv_heads;
+    const bool fits = w.in == dims.query_dim && w.in == dims.key_dim && w.in == dims.value_dim && w.q_rows > 0 &&
+                      w.q_rows % H == 0 && w.k_rows == G * (w.q_rows / H) && w.v_rows > 0 && w.v_rows % G == 0;
+    if (!fits)
+        fail_shape(p.source, "stacked in-projection of " + std::to_string(w.q_rows) + " + " + std::to_string(w.k_rows) +
+                                 " + " + std::to_string(w.v_rows) + " rows over " + std::to_string(w.in) +
+                                 " inputs but expected (H*P + G*P + G*Pv, E) with " + sym("H", H) + ", " + sym("G", G) +
+                                 ", E=" + std::to_string(dims.query_dim) + " (the query, key and value one input)");
+    return {w.q_rows / H, w.v_rows / G};
+}
+
+// w_q (H*P, Eq), w_k (G*P, Ek), w_v (G*Pv, Ev): returns P and Pv.
+template <class T>
+std::pair<std::size_t, std::size_t> check_projections(const MhaParams<T>& p, const ParamLabels& l, const MhaDims& dims) {
+    const std::size_t H = dims.heads, G = dims.kv_heads;
+    const std::string& src = p.source;
+    const std::size_t P = check_heads_weight(src, l.w_q, p.w_q, H, dims.query_dim, "H", "P", "Eq");
+    const std::string k_symbols = sym("G", G) + ", " + sym("P", P) + ", " + sym("Ek", dims.key_dim);
+    if (p.w_k.dimension() != 2) {
+        fail_shape(src, l.w_k + ": shape " + shape_string(p.w_k.shape()) + " but expected 2-D (G*P, Ek) with " + k_symbols);
+    }
+    if (p.w_k.shape()[0] != G * P || p.w_k.shape()[1] != dims.key_dim) {
+        fail_expected(src, l.w_k, p.w_k, shape_string(Shape{G * P, dims.key_dim}), "(G*P, Ek)", k_symbols);
+    }
+    return {P, check_heads_weight(src, l.w_v, p.w_v, G, dims.value_dim, "G", "Pv", "Ev")};
+}
+
+// W_o read in place (MhaParams::w_o_in_place), (PO, H*Pv) with its bias b_o (PO): SIZES with PO.
+template <class T>
+HeadSizes check_w_o_in_place(const MhaParams<T>& p, HeadSizes sizes) {
+    const WeightInPlace<T>& w = *p.w_o_in_place;
+    if (w.out == 0 || w.in != sizes.out_dim || (p.b_o && (p.b_o->dimension() != 1 || p.b_o->size() != w.out)))
+        fail_shape(p.source, "output projection of " + std::to_string(w.out) + " x " + std::to_string(w.in) +
+                                 (p.b_o ? " with a bias of shape " + shape_string(p.b_o->shape()) : std::string()) +
+                                 " but expected (PO, H*Pv) with H*Pv=" + std::to_string(sizes.out_dim) + " and a bias (PO)");
+    sizes.out_dim = w.out;
+    return sizes;
+}
+
 }  // namespace
 
 void check_head_counts(const MhaDims& dims) {
@@ -89,22 +133,14 @@ HeadSizes check_mha_params(const MhaParams<T>& p, const MhaDims& dims) {
     const ParamLabels l = param_labels(p);
     const std::string& src = p.source;
 
-    // w_q (H*P, Eq), w_k (G*P, Ek), w_v (G*Pv, Ev)
-    const std::size_t P = check_heads_weight(src, l.w_q, p.w_q, H, dims.query_dim, "H", "P", "Eq");
-    const std::string k_symbols = sym("G", G) + ", " + sym("P", P) + ", " + sym("Ek", dims.key_dim);
-    if (p.w_k.dimension() != 2) {
-        fail_shape(src, l.w_k + ": shape " + shape_string(p.w_k.shape()) + " but expected 2-D (G*P, Ek) with " + k_symbols);
-    }
-    if (p.w_k.shape()[0] != G * P || p.w_k.shape()[1] != dims.key_dim) {
-        fail_expected(src, l.w_k, p.w_k, shape_string(Shape{G * P, dims.key_dim}), "(G*P, Ek)", k_symbols);
-    }
-    const std::size_t Pv = check_heads_weight(src, l.w_v, p.w_v, G, dims.value_dim, "G", "Pv", "Ev");
+    const auto [P, Pv] = p.in_proj ? check_in_proj(p, dims) : check_projections(p, l, dims);
 
     check_bias(src, l.b_q, p.b_q, H * P, "(H*P,)", sym("H", H) + ", " + sym("P", P));
     check_bias(src, l.b_k, p.b_k, G * P, "(G*P,)", sym("G", G) + ", " + sym("P", P));
     check_bias(src, l.b_v, p.b_v, G * Pv, "(G*Pv,)", sym("G", G) + ", " + sym("Pv", Pv));
 
     HeadSizes sizes{P, Pv, H * Pv};
+    if (p.w_o_in_place) return check_w_o_in_place(p, sizes);  // (none of the files' names to spell)
     if (dims.out_proj && !p.w_o) {
         fail(src, "no output projection (out_proj.weight / W_o.weight / unifyheads.weight); turn the output "
                   "projection off to concatenate the heads without one");

@@ -11,8 +11,6 @@ namespace {
 // "1 head", "2 heads"
 std::string count_of(std::size_t n, const char* noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
 
-nlohmann::json shape_json(const auto& a) { return Shape(a.shape().begin(), a.shape().end()); }
-
 // (B, L, D) copied out of rows Y (B*L, ld).
 template <class T>
 Array<T> gather_rows(const T* y, std::size_t b, std::size_t l, std::size_t d, std::size_t ld) {
@@ -37,16 +35,16 @@ Array<T> gather_heads(const T* y, std::size_t b, std::size_t h, std::size_t l, s
 
 // "query @ W_q^T + b_q   W_q (6, 6)": what a projection computed, with its weight's shape.
 template <class T>
-std::string projection_note(const char* input, const char* which, const Array<T>& w, const std::optional<Array<T>>& b,
+std::string projection_note(const char* input, const char* which, const Shape& w, const std::optional<Array<T>>& b,
                             const char* appended = "") {
     std::string note = std::string(input) + " @ W_" + which + "^T";
     if (b) note += std::string(" + b_") + which;
-    return note + appended + "   W_" + which + " " + shape_string(w.shape());
+    return note + appended + "   W_" + which + " " + shape_string(w);
 }
 
 template <class T>
 nlohmann::json projection_attributes(const ProjectionReport<T>& p) {
-    return {{"weight", std::string("w_") + p.which}, {"weight_shape", shape_json(p.w)}, {"bias", p.bias.has_value()},
+    return {{"weight", std::string("w_") + p.which}, {"weight_shape", p.w}, {"bias", p.bias.has_value()},
             {"fused", p.fused}};
 }
 
@@ -90,6 +88,7 @@ void report_inputs(const Reporter<T>& rep, const Array<T>& q, const Array<T>& k,
 template <class T>
 void report_projection(const Reporter<T>& rep, const ProjectionReport<T>& p, const T* y, std::size_t b,
                        std::size_t l, std::size_t d, std::size_t ld) {
+    if (!rep.observer) return;  // (no notes built for nobody)
     std::optional<Array<T>> vals;
     if (rep.wants(p.name)) vals = gather_rows(y, b, l, d, ld);
     rep.report(p.name, {b, l, d}, projection_note(p.input, p.which, p.w, p.bias, p.appended), projection_attributes(p),
@@ -97,8 +96,8 @@ void report_projection(const Reporter<T>& rep, const ProjectionReport<T>& p, con
 }
 
 template <class T>
-void report_output(const Reporter<T>& rep, Array<T>& output, const Array<T>* w_o, const std::optional<Array<T>>& b_o,
-                   bool fused) {
+void report_output(const Reporter<T>& rep, Array<T>& output, const std::optional<Shape>& w_o,
+                   const std::optional<Array<T>>& b_o, bool fused) {
     const Shape shape(output.shape().begin(), output.shape().end());
     if (w_o)
         rep.report("output", shape, projection_note("merged", "o", *w_o, b_o),
@@ -175,8 +174,8 @@ std::string sdpa_header(const AttentionResult<T>& result) {
                                 const Shape&, const Shape&, const Shape&, const AttentionOptions&);              \
     template void report_projection(const Reporter<T>&, const ProjectionReport<T>&, const T*, std::size_t,       \
                                     std::size_t, std::size_t, std::size_t);                                      \
-    template void report_output(const Reporter<T>&, Array<T>&, const Array<T>*, const std::optional<Array<T>>&,  \
-                                bool);                                                                           \
+    template void report_output(const Reporter<T>&, Array<T>&, const std::optional<Shape>&,                      \
+                                const std::optional<Array<T>>&, bool);                                                                           \
     template void report_heads(const Reporter<T>&, const char*, const T*, std::size_t, std::size_t, std::size_t, \
                                std::size_t, std::size_t);                                                        \
     template void report_attention(const Reporter<T>&, const AttentionReport<T>&, const Shape&, T, T,            \

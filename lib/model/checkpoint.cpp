@@ -333,13 +333,38 @@ void read_parts(const CheckpointLayer& layer, const TensorSpec& spec, const Stor
     if (!converted) layer.files->release(stored.name);
 }
 
+// SPEC's stacked q, k, v (GPT-2's c_attn (E, 3E), Phi-3's qkv_proj) or its output projection
+// pointed at where the file holds them as T, instead of copied: true when it could be.
+template <class T>
+bool point_in_place(const CheckpointLayer& layer, const TensorSpec& spec, const StoredTensor& stored, LayerWeights<T>& w) {
+    if (stored.shape.size() != 2 || spec.fused == Fused::per_head || spec.rotary_permuted || spec.offset != 0) return false;
+    const std::vector<Canonical>& f = spec.feeds;
+    const bool qkv = f.size() == 3 && f[0] == Canonical::w_q && f[1] == Canonical::w_k && f[2] == Canonical::w_v;
+    const bool o = f.size() == 1 && f[0] == Canonical::w_o;
+    if (!qkv && !o) return false;
+    const T* data = layer.files->template in_place<T>(stored.name);
+    if (!data) return false;
+    const bool conv1d = spec.stored == Stored::conv1d;
+    if (o) {
+        const Shape shape = part_shape(stored.shape, spec, 0);  // (out, in)
+        w.attn.w_o.reset();
+        w.attn.w_o_in_place = WeightInPlace<T>{data, shape[0], shape[1], conv1d};
+        return true;
+    }
+    const Shape q = part_shape(stored.shape, spec, 0), k = part_shape(stored.shape, spec, 1);  // (out, in)
+    w.attn.in_proj = StackedInProj<T>{data, q[0], k[0], part_shape(stored.shape, spec, 2)[0], q[1], conv1d};
+    w.attn.w_q = Array<T>{}, w.attn.w_k = Array<T>{}, w.attn.w_v = Array<T>{};
+    return true;
+}
+
 }  // namespace
 
 template <class T>
-void load_layer_weights(const CheckpointLayer& layer, LayerWeights<T>& w) {
+void load_layer_weights(const CheckpointLayer& layer, LayerWeights<T>& w, bool in_place) {
     w.attn.scheme = layer.config.model_type;
     w.attn.source = layer.dir;
     w.attn.names.clear();
+    w.attn.in_proj.reset(), w.attn.w_o_in_place.reset();
     const Family& family = *layer.config.family;
     const std::vector<TensorSpec> specs = family.attention_tensors(layer.config);
     // The projections first, then the norms: the order the trace lists the names in.
@@ -350,6 +375,7 @@ void load_layer_weights(const CheckpointLayer& layer, LayerWeights<T>& w) {
             const auto stored = std::find_if(layer.tensors.begin(), layer.tensors.end(),
                                              [&](const StoredTensor& t) { return t.role == spec.role; });
             w.attn.names.push_back(stored->name);
+            if (in_place && point_in_place(layer, spec, *stored, w)) continue;
             if (spec.feeds.size() == 1 && spec.stored == Stored::linear)
                 read_whole(layer, spec, *stored, w);
             else
@@ -392,7 +418,7 @@ template PositionStages<float> positions_for_layer<float>(const LayerConfig&, co
 template PositionStages<double> positions_for_layer<double>(const LayerConfig&, const LayerWeights<double>&, bool);
 template LayerWeights<float> load_layer_weights<float>(const CheckpointLayer&);
 template LayerWeights<double> load_layer_weights<double>(const CheckpointLayer&);
-template void load_layer_weights<float>(const CheckpointLayer&, LayerWeights<float>&);
-template void load_layer_weights<double>(const CheckpointLayer&, LayerWeights<double>&);
+template void load_layer_weights<float>(const CheckpointLayer&, LayerWeights<float>&, bool);
+template void load_layer_weights<double>(const CheckpointLayer&, LayerWeights<double>&, bool);
 
 }  // namespace attntrace

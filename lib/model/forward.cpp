@@ -174,16 +174,26 @@ void embed(const Model& model, const std::vector<std::vector<std::uint32_t>>& id
                  a.e, norm_of(m.norm, m.norm_eps, w, b), a.threads);
 }
 
-// head_out: head h's Z columns [h*Pv, (h+1)*Pv) times W_o's columns of that head, (B*L, H*E).
+// head_out: head h's Z columns [h*Pv, (h+1)*Pv) times W_o's columns of that head (the rows of
+// that head where W_o is stored (H*Pv, E) as Conv1D), (B*L, H*E).
 template <class T>
-Array<T> head_outputs(const Array<T>& z, const Array<T>& w_o, std::size_t heads, std::size_t threads) {
-    const std::size_t rows = z.shape()[0], hp = z.shape()[1], pv = hp / heads, e = w_o.shape()[0];
+Array<T> head_outputs(const Array<T>& z, const WeightView<T>& w_o, std::size_t heads, std::size_t threads) {
+    const std::size_t rows = z.shape()[0], hp = z.shape()[1], pv = hp / heads, e = w_o.out;
     Array<T> out = Array<T>::from_shape({rows, heads * e});
     parallel_for(heads, threads, [&](std::size_t h, std::size_t) {
-        gemm<T>(false, true, rows, e, pv, T(1), z.data() + h * pv, hp, w_o.data() + h * pv, hp, T(0),
+        const T* w = w_o.conv1d ? w_o.w + h * pv * e : w_o.w + h * pv;
+        gemm<T>(false, !w_o.conv1d, rows, e, pv, T(1), z.data() + h * pv, hp, w, w_o.conv1d ? e : hp, T(0),
                 out.data() + h * e, heads * e);
     });
     return out;
+}
+
+// The output projection (E, H*Pv) of P as the products read it: w_o, or where the file holds it.
+template <class T>
+WeightView<T> output_projection(const MhaParams<T>& p) {
+    const T* b_o = p.b_o ? p.b_o->data() : nullptr;
+    if (const auto& w = p.w_o_in_place) return {w->data, w->out, w->in, w->conv1d, b_o};
+    return {p.w_o->data(), p.w_o->shape()[0], p.w_o->shape()[1], false, b_o};
 }
 
 // attention: layer C's self-attention on IN (B*L, E) (already through its norm), as mha --model
@@ -214,15 +224,13 @@ Array<T> attention(Array<T>& in, const BlockWeights<T>& w, const LayerConfig& c,
     Array<T> z = std::move(r.output);
     z.reshape({a.rows(), z.size() / a.rows()});
     report_site(observer, Site::z, c.layer, z, a, c.heads);
-    const Array<T>& w_o = *w.attention.attn.w_o;
-    const T* b_o = w.attention.attn.b_o ? w.attention.attn.b_o->data() : nullptr;
+    const WeightView<T> w_o = output_projection(w.attention.attn);
     if (observer.wants_site(Site::head_out, c.layer)) {
         Array<T> per_head = head_outputs(z, w_o, c.heads, a.threads);
-        report_site(observer, Site::head_out, c.layer, per_head, a, c.heads, b_o);
+        report_site(observer, Site::head_out, c.layer, per_head, a, c.heads, w_o.bias);
     }
     Array<T> out = Array<T>::from_shape({a.rows(), a.e});
-    linear(z.data(), a.rows(), WeightView<T>{w_o.data(), w_o.shape()[0], w_o.shape()[1], false, b_o}, out.data(), a.e,
-           T(0), a.threads);
+    linear(z.data(), a.rows(), w_o, out.data(), a.e, T(0), a.threads);
     if (post_norm)  // the sandwich block: attn_out is after post_attention_layernorm
         add_and_norm(out.data(), nullptr, nullptr, out.data(), a.rows(), a.e, *post_norm, a.threads);
     report_site(observer, Site::attn_out, c.layer, out, a);

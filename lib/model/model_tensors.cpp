@@ -78,7 +78,7 @@ void load_parts(const ModelTensors& t, const ModelTensor& m, BlockWeights<T>& w)
 
 template <class T>
 void load_block(const ModelTensors& t, std::size_t layer, BlockWeights<T>& w) {
-    load_layer_weights(t.attention[layer], w.attention);
+    load_layer_weights(t.attention[layer], w.attention, true);  // the projections the file holds as T in place
     for (const ModelTensor& m : t.blocks[layer]) {
         const bool conv1d = m.spec.stored == Stored::conv1d;
         if (m.spec.feeds.size() > 1) {  // stacked parts (Phi-3's gate_up_proj), each read as its rows
@@ -98,6 +98,7 @@ void load_block(const ModelTensors& t, std::size_t layer, BlockWeights<T>& w) {
 }
 
 void release_block(const ModelTensors& t, std::size_t layer) {
+    for (const StoredTensor& m : t.attention[layer].tensors) t.attention[layer].files->release(m.name);
     for (const ModelTensor& m : t.blocks[layer]) t.files->release(m.stored.name);
 }
 

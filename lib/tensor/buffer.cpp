@@ -1,6 +1,7 @@
 // allocate_buffer / free_buffer: 64-byte aligned blocks; blocks of 64 KiB and up are populated at
 // once and, once freed, kept for the next request they can hold (buffer.hpp).
 #include "attntrace/tensor/buffer.hpp"
+#include "attntrace/tensor/threads.hpp"
 
 #include <sys/mman.h>
 
@@ -130,6 +131,16 @@ void* allocate_buffer(std::size_t bytes) {
 
 void free_buffer(void* p) noexcept {
     if (p && !pool().release(p)) std::free(p);
+}
+
+void populate_for_writing(void* p, std::size_t bytes, std::size_t threads) {
+    constexpr std::size_t page = 4096, least = std::size_t{1} << 20;
+    const std::size_t slices = std::max<std::size_t>(1, std::min(threads, bytes / least));
+    const std::size_t per = (bytes / slices + page - 1) / page * page;
+    parallel_for(slices, slices, [&](std::size_t i, std::size_t) {
+        const std::size_t from = std::min(bytes, i * per);
+        populate(static_cast<char*>(p) + from, std::min(per, bytes - from));
+    });
 }
 
 }  // namespace attntrace

@@ -140,7 +140,7 @@ def cpu_name():
 
 def ours(build, folder, args, reps):
     cmd = [os.path.join(build, "attntrace"), *args]
-    seconds, _ = model_bench.median_process(cmd, reps, dict(os.environ))
+    seconds = model_bench.median_process(cmd, reps, dict(os.environ))[0]
     return seconds
 
 

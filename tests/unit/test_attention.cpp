@@ -1,6 +1,7 @@
 // Properties of the attention core that hold whatever the reference: rows of weights sum to 1, an
 // empty row is all zeros, the blocked path without weights equals the one with weights, GQA equals
-// MHA with repeated kv heads, and the fused self-attention GEMM equals three separate ones.
+// MHA with repeated kv heads, the fused self-attention GEMM equals three separate ones, and
+// weights read in place (a checkpoint's stacked or Conv1D layout) equal the copied ones.
 // The values themselves are checked against PyTorch in test_goldens.cpp and the e2e tests.
 #include <doctest/doctest.h>
 
@@ -179,6 +180,50 @@ TEST_CASE("the fused self-attention projection equals separate projections") {
     auto fused = mha<double>(x, x, x, params, {2, 2, true}, {}, opt);
     auto separate = mha<double>(x, x2, x3, params, {2, 2, true}, {}, opt);
     CHECK(max_abs_diff(fused.output, separate.output) <= 1e-12);
+}
+
+// [W_q; W_k; W_v] (rows, E) laid out as stored: as rows, or (E, rows) as GPT-2's Conv1D.
+template <class T>
+std::vector<T> stacked_as_stored(const MhaParams<T>& p, bool conv1d) {
+    const std::size_t e = p.w_q.shape()[1], rows = p.w_q.shape()[0] + p.w_k.shape()[0] + p.w_v.shape()[0];
+    std::vector<T> out(rows * e);
+    std::size_t r = 0;
+    for (const Array<T>* w : {&p.w_q, &p.w_k, &p.w_v})
+        for (std::size_t i = 0; i < w->shape()[0]; ++i, ++r)
+            for (std::size_t c = 0; c < e; ++c) out[conv1d ? c * rows + r : r * e + c] = (*w)(i, c);
+    return out;
+}
+
+TEST_CASE("weights read in place (a stacked in-projection, W_o as rows or Conv1D) equal the copied ones") {
+    for (const bool conv1d : {false, true}) {
+        CAPTURE(conv1d);
+        auto x = random_tensor<double>({2, 7, 8}, Distribution::normal, 21);
+        auto params = params_for<double>(4, 2, 8, 2, 22);  // grouped-query: 8 + 4 + 4 rows
+        AttentionOptions opt;
+        opt.need_weights = true;
+        auto copied = mha<double>(x, x, x, params, {4, 2, true}, {}, opt);
+        const std::vector<double> stacked = stacked_as_stored(params, conv1d);
+        std::vector<double> w_o(params.w_o->size());
+        for (std::size_t i = 0; i < 8; ++i)
+            for (std::size_t c = 0; c < 8; ++c) w_o[conv1d ? c * 8 + i : i * 8 + c] = (*params.w_o)(i, c);
+        MhaParams<double> in_place = params;
+        in_place.w_q = in_place.w_k = in_place.w_v = Array<double>{};
+        in_place.w_o.reset();
+        in_place.in_proj = StackedInProj<double>{stacked.data(), 8, 4, 4, 8, conv1d};
+        in_place.w_o_in_place = WeightInPlace<double>{w_o.data(), 8, 8, conv1d};
+        auto read = mha<double>(x, x, x, in_place, {4, 2, true}, {}, opt);
+        CHECK(max_abs_diff(copied.output, read.output) <= 1e-12);
+        CHECK(max_abs_diff(*copied.weights, *read.weights) <= 1e-12);
+        // cross-attention cannot read a stacked weight; shapes that do not fit are named
+        Array<double> y = x;
+        CHECK_THROWS_WITH_AS(mha<double>(x, y, y, in_place, {4, 2, true}, {}, opt),
+                             doctest::Contains("self-attention only"), UsageError);
+        CHECK_THROWS_WITH_AS(mha<double>(x, x, x, in_place, {2, 2, true}, {}, opt),
+                             doctest::Contains("stacked in-projection of 8 + 4 + 4 rows"), ShapeError);
+        in_place.w_o_in_place->in = 6;
+        CHECK_THROWS_WITH_AS(mha<double>(x, x, x, in_place, {4, 2, true}, {}, opt),
+                             doctest::Contains("output projection of 8 x 6"), ShapeError);
+    }
 }
 
 TEST_CASE("a 2-D input gives a 2-D output and (H, Lq, Lk) weights") {

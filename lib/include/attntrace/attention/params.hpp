@@ -25,6 +25,27 @@
 
 namespace attntrace {
 
+// The in-projections [W_q; W_k; W_v] as one stored weight used where it lies, not owned (a float
+// checkpoint's tensor read in place: GPT-2's c_attn, Phi-3's qkv_proj): rows (H*P + G*P + G*Pv, E),
+// or (E, H*P + G*P + G*Pv) as GPT-2's Conv1D stores it. Valid while its file stays mapped.
+template <class T>
+struct StackedInProj {
+    const T* data = nullptr;
+    std::size_t q_rows = 0, k_rows = 0, v_rows = 0;  // H*P, G*P, G*Pv
+    std::size_t in = 0;                               // E
+    bool conv1d = false;                              // stored (in, out)
+    std::size_t out() const { return q_rows + k_rows + v_rows; }
+};
+
+// A weight used where it lies, not owned (a float checkpoint's tensor read in place): (out, in),
+// or (in, out) as GPT-2's Conv1D stores it. Valid while its file stays mapped.
+template <class T>
+struct WeightInPlace {
+    const T* data = nullptr;
+    std::size_t out = 0, in = 0;
+    bool conv1d = false;
+};
+
 template <class T>
 struct MhaParams {
     Array<T> w_q;                 // (H*P, Eq)
@@ -43,6 +64,10 @@ struct MhaParams {
     std::vector<std::string> names;    // the names used, in the file's spelling (prefix included)
     std::vector<std::string> ignored;  // names that matched no scheme (listed in the trace)
     bool fused_in_proj = false;        // came from torch's in_proj_weight
+    // Set instead of w_q, w_k and w_v (then empty): the stacked weight read in place, which only
+    // self-attention (query, key and value one array) can use. b_q, b_k, b_v stay its biases.
+    std::optional<StackedInProj<T>> in_proj;
+    std::optional<WeightInPlace<T>> w_o_in_place;  // (PO, H*Pv) read in place, set instead of w_o
 };
 
 // The sizes the parameters must agree with.

@@ -45,7 +45,7 @@ struct ProjectionReport {
     const char* name;             // stage name
     const char* input;            // "query", "key", "value", "merged"
     const char* which;            // "q", "k", "v", "o"
-    const Array<T>& w;            // (D, E)
+    Shape w;                      // W's shape (D, E)
     const std::optional<Array<T>>& bias;  // (D)
     bool fused;                   // self-attention through one stacked GEMM
     const char* appended;         // rows appended after the projection ("" or " + bias_k row + zero row")
@@ -54,11 +54,11 @@ template <class T>
 void report_projection(const Reporter<T>& rep, const ProjectionReport<T>& p, const T* y, std::size_t b,
                        std::size_t l, std::size_t d, std::size_t ld);
 
-// The output stage: (B, Lq, PO) through W_o (PO, H*Pv), or the merged heads when W_O is null;
-// FUSED as the input projections were.
+// The output stage: (B, Lq, PO) through W_o of shape W_O (PO, H*Pv), or the merged heads when
+// W_O is nullopt; FUSED as the input projections were.
 template <class T>
-void report_output(const Reporter<T>& rep, Array<T>& output, const Array<T>* w_o, const std::optional<Array<T>>& b_o,
-                   bool fused);
+void report_output(const Reporter<T>& rep, Array<T>& output, const std::optional<Shape>& w_o,
+                   const std::optional<Array<T>>& b_o, bool fused);
 
 // NAME "q_heads", "k_heads", "v_heads" or "context": (B, heads, L, D), head h being columns
 // [h*D, (h+1)*D) of the rows Y (B*L, ld).

@@ -110,9 +110,13 @@ struct LayerWeights {
 template <class T>
 LayerWeights<T> load_layer_weights(const CheckpointLayer& layer);
 // The same into W, reusing each of its arrays that already has the shape needed (a whole model
-// reads every layer into the same arrays: no fresh pages to fault in and zero per layer).
+// reads every layer into the same arrays: no fresh pages to fault in and zero per layer). With
+// IN_PLACE, a stacked in-projection (GPT-2's c_attn, Phi-3's qkv_proj) and the output projection
+// that the file already holds as T are used where they lie (attn.in_proj, attn.w_o_in_place), not
+// copied: they serve self-attention only, and their pages stay mapped until the caller releases
+// the layer's tensors.
 template <class T>
-void load_layer_weights(const CheckpointLayer& layer, LayerWeights<T>& w);
+void load_layer_weights(const CheckpointLayer& layer, LayerWeights<T>& w, bool in_place = false);
 
 // The stages layer N adds around the core, pointing into WEIGHTS (which must outlive them):
 // its pre-attention norm (none when INPUT_NORMED: the input is already normed), Qwen3's q/k

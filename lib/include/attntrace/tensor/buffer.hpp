@@ -12,6 +12,12 @@ namespace attntrace {
 void* allocate_buffer(std::size_t bytes);
 void free_buffer(void* p) noexcept;
 
+// The whole pages inside [P, P + BYTES) (fresh memory, or a file's shared mapping about to be
+// written) made present and writable by madvise(MADV_POPULATE_WRITE), in page-aligned slices of at
+// least 1 MiB over up to THREADS workers: one system call per slice instead of a page fault per
+// page amid the products that write them. A hint: where the kernel refuses, nothing changes.
+void populate_for_writing(void* p, std::size_t bytes, std::size_t threads);
+
 template <class T>
 struct BufferAllocator {
     using value_type = T;
