@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <utility>
 
 #include "attntrace/io/ggml_types.hpp"
@@ -312,6 +313,22 @@ bool quantized_gemm_supported(std::uint32_t type) {
 
 void quantized_gemm(std::uint32_t type, std::string_view w, std::size_t n, std::size_t k, const float* a,
                     std::size_t m, float* out, std::size_t threads) {
+    quantized_gemm(type, w, n, k, a, m, out, n, threads);
+}
+
+QuantizedMatrix QuantizedMatrix::row_range(std::size_t r0, std::size_t r1) const {
+    const std::size_t row = ggml_row_bytes(type, cols);
+    return {type, bytes.substr(r0 * row, (r1 - r0) * row), r1 - r0, cols};
+}
+
+void quantized_product(const QuantizedMatrix& w, const float* a, std::size_t m, float* y, std::size_t ldy,
+                       std::size_t threads) {
+    quantized_gemm(w.type, w.bytes, w.rows, w.cols, a, m, y, ldy, threads);
+}
+
+void quantized_gemm(std::uint32_t type, std::string_view w, std::size_t n, std::size_t k, const float* a,
+                    std::size_t m, float* out, std::size_t ldo, std::size_t threads) {
+    if (ldo < n) throw std::logic_error("quantized_gemm: a leading dimension less than N");
     if (!quantized_gemm_supported(type))
         throw InputError("quantized product: ggml type " + ggml_type_name(type) + " is not one it takes (q8_0, q4_0, q5_0, q4_1, q5_1, q4_K, q5_K, q6_K)");
     const std::size_t row_bytes = ggml_row_bytes(type, k);
@@ -338,9 +355,9 @@ void quantized_gemm(std::uint32_t type, std::string_view w, std::size_t n, std::
     parallel_for((n + tile - 1) / tile, workers, [&](std::size_t t, std::size_t worker) {
         const std::size_t i0 = t * tile, rows = std::min(tile, n - i0);
         if (simd)
-            simd(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, n, packs[worker].data());
+            simd(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, ldo, packs[worker].data());
         else
-            ggml::tile_scalar(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, n);
+            ggml::tile_scalar(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, ldo);
     });
 }
 

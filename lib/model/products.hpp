@@ -3,6 +3,8 @@
 // tensor/threads.hpp), what follows each product (the bias) done by the worker on its block while
 // it is in cache. Internal to lib/model.
 #include <cstddef>
+#include <type_traits>
+#include <vector>
 
 #include "attntrace/tensor/gemm.hpp"
 #include "attntrace/tensor/threads.hpp"
@@ -11,23 +13,41 @@
 namespace attntrace {
 
 // A weight as the products read it: (out, in), or GPT-2's Conv1D (in, out); its bias (out) or null.
+// With QUANTIZED (float32 only), W is those bytes (out, in) and w is null.
 template <class T>
 struct WeightView {
     const T* w = nullptr;
     std::size_t out = 0, in = 0;
     bool conv1d = false;
     const T* bias = nullptr;
+    const QuantizedMatrix* quantized = nullptr;
 };
 
 template <class T>
 WeightView<T> view_of(const Linear<T>& l) {
-    return {l.weight(), l.out(), l.in(), l.conv1d, l.b ? l.b->data() : nullptr};
+    return {l.weight(), l.out(), l.in(), l.conv1d, l.b ? l.b->data() : nullptr, l.quantized ? &*l.quantized : nullptr};
+}
+
+// Y[r0:r1, c0:c1] := X[r0:r1] (rows of W.cols) · W[c0:c1]ᵀ + beta · Y, Y with leading dim LDY, on
+// this thread: llama.cpp's quantized product (X's rows quantized to 8 bits as ggml does).
+inline void quantized_block(const float* x, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1,
+                            const QuantizedMatrix& w, float* y, std::size_t ldy, float beta) {
+    const QuantizedMatrix rows = w.row_range(c0, c1);
+    y += r0 * ldy + c0;
+    if (beta == 0.0f) return quantized_product(rows, x + r0 * w.cols, r1 - r0, y, ldy, 1);
+    thread_local std::vector<float> staged;  // (r1 - r0, c1 - c0), added to beta · Y
+    staged.resize((r1 - r0) * (c1 - c0));
+    quantized_product(rows, x + r0 * w.cols, r1 - r0, staged.data(), c1 - c0, 1);
+    for (std::size_t r = 0; r < r1 - r0; ++r)
+        for (std::size_t c = 0; c < c1 - c0; ++c) y[r * ldy + c] = beta * y[r * ldy + c] + staged[r * (c1 - c0) + c];
 }
 
 // Y[r0:r1, c0:c1] := X[r0:r1] (rows of W.in) · W[c0:c1]ᵀ + beta · Y, Y with leading dim LDY.
 template <class T>
 void product(const T* x, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1, const WeightView<T>& w,
              T* y, std::size_t ldy, T beta) {
+    if constexpr (std::is_same_v<T, float>)
+        if (w.quantized) return quantized_block(x, r0, r1, c0, c1, *w.quantized, y, ldy, beta);
     const T* b = w.conv1d ? w.w + c0 : w.w + c0 * w.in;
     gemm<T>(false, !w.conv1d, r1 - r0, c1 - c0, w.in, T(1), x + r0 * w.in, w.in, b, w.conv1d ? w.out : w.in, beta,
             y + r0 * ldy + c0, ldy);

@@ -27,9 +27,25 @@ bool quantized_gemm_supported(std::uint32_t type);
 
 // OUT (M, N) as above, on up to THREADS workers. W holds at least N rows of TYPE (InputError
 // otherwise, or for a TYPE not supported, or K not a whole number of its blocks); only those
-// bytes are read.
+// bytes are read. With LDO, OUT's rows are LDO >= N floats apart (columns [N, LDO) untouched).
 void quantized_gemm(std::uint32_t type, std::string_view w, std::size_t n, std::size_t k, const float* a,
                     std::size_t m, float* out, std::size_t threads);
+void quantized_gemm(std::uint32_t type, std::string_view w, std::size_t n, std::size_t k, const float* a,
+                    std::size_t m, float* out, std::size_t ldo, std::size_t threads);
+
+// A 2-D weight kept as its file's bytes: ROWS rows of COLS elements of TYPE (one quantized_gemm
+// takes), row after row; BYTES views the file (a GGUF tensor's data in its mapping).
+struct QuantizedMatrix {
+    std::uint32_t type = 0;
+    std::string_view bytes;             // (ROWS, COLS) of TYPE
+    std::size_t rows = 0, cols = 0;
+    // Rows [R0, R1) of it.
+    QuantizedMatrix row_range(std::size_t r0, std::size_t r1) const;
+};
+
+// Y (M, W.rows) at LDY := A (M, W.cols) . Wᵀ, on up to THREADS workers (quantized_gemm).
+void quantized_product(const QuantizedMatrix& w, const float* a, std::size_t m, float* y, std::size_t ldy,
+                       std::size_t threads);
 
 // The activation quantizers, to ggml's byte layouts: K floats of X to K / 32 q8_0 blocks (34 bytes:
 // fp16 d, 32 int8) as ggml-cpu's x86 quantize_row_q8_0 makes them (d = max|x| / 127, q = x * (127
