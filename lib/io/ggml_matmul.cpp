@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <utility>
 
@@ -129,9 +130,9 @@ float dot_small(std::uint32_t type, const std::uint8_t* w_row, const QuantizedAc
         const std::int8_t* a = act_qs(acts, j, b);
         int sumi = 0;
         for (std::size_t l = 0; l < qk; ++l) sumi += q[l] * a[l];
-        const float da = acts.d[j * blocks + b];
+        const float da = acts.d_at[j * blocks + b];
         if (acts.dot_type == ggml_q8_1)
-            sumf += std::fma(d * da, static_cast<float>(sumi), m * acts.s[j * blocks + b]);
+            sumf += std::fma(d * da, static_cast<float>(sumi), m * acts.s_at[j * blocks + b]);
         else if (type == ggml_q4_0)
             sumf = std::fma(static_cast<float>(sumi) * d, da, sumf);
         else
@@ -153,12 +154,12 @@ float dot_K(std::uint32_t type, const std::uint8_t* w_row, const QuantizedActs& 
         const std::int8_t* q8 = act_qs(acts, j, i);
         std::int32_t aux32[8] = {};
         for (std::size_t e = 0; e < qk_k; ++e) aux32[e % 8] += x.scale[e / sub] * (q8[e] * x.q[e]);
-        const float d = x.d * acts.d[j * blocks + i];
+        const float d = x.d * acts.d_at[j * blocks + i];
         for (std::size_t l = 0; l < 8; ++l) sums[l] = std::fma(d, static_cast<float>(aux32[l]), sums[l]);
         if (type != ggml_q6_K) {  // the mins
             int sumi = 0;
-            for (std::size_t s = 0; s < 16; ++s) sumi += acts.sums[(j * blocks + i) * 16 + s] * x.min[s / 2];
-            sumf = std::fma(-(x.dmin * acts.d[j * blocks + i]), static_cast<float>(sumi), sumf);
+            for (std::size_t s = 0; s < 16; ++s) sumi += acts.sums_at[(j * blocks + i) * 16 + s] * x.min[s / 2];
+            sumf = std::fma(-(x.dmin * acts.d_at[j * blocks + i]), static_cast<float>(sumi), sumf);
         }
     }
     for (float s : sums) sumf += s;
@@ -194,16 +195,10 @@ void check_blocks(std::size_t k, std::size_t block, const char* what) {
                          " elements is not a whole number of blocks of " + std::to_string(block));
 }
 
-// The weight type's vec_dot_type (ggml-cpu.c type_traits_cpu).
-std::uint32_t dot_type_of(std::uint32_t type) {
-    if (type == ggml_q8_0 || type == ggml_q4_0 || type == ggml_q5_0) return ggml_q8_0;
-    if (type == ggml_q4_1 || type == ggml_q5_1) return ggml_q8_1;
-    return ggml_q8_K;
-}
 
-QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, std::size_t k) {
+QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, std::size_t k, std::size_t threads = 1) {
     QuantizedActs acts;
-    acts.dot_type = dot_type_of(type);
+    acts.dot_type = quantized_dot_type(type);
     const bool small = acts.dot_type != ggml_q8_K;  // blocks of 32: q8_0 (fp16 d), q8_1 (fp16 d, s)
     acts.m = m, acts.k = k;
     acts.block = small ? ggml::qk : ggml::qk_k;
@@ -214,7 +209,7 @@ QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, s
     acts.d.resize(m * blocks);
     acts.s.resize(acts.dot_type == ggml_q8_1 ? m * blocks : 0);
     acts.sums.resize(m * (small ? blocks : blocks * 16));
-    for (std::size_t j = 0; j < m; ++j) {
+    parallel_for(m, threads, [&](std::size_t j, std::size_t) {
         std::uint8_t* row = acts.bytes.data() + j * acts.row_bytes;
         if (acts.dot_type == ggml_q8_0) quantize_row_q8_0(a + j * k, row, k);
         else if (acts.dot_type == ggml_q8_1) quantize_row_q8_1(a + j * k, row, k);
@@ -234,7 +229,7 @@ QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, s
                 std::copy(bsums, bsums + 16, acts.sums.begin() + static_cast<std::ptrdiff_t>((j * blocks + b) * 16));
             }
         }
-    }
+    });
     acts.bytes_at = acts.bytes.data(), acts.d_at = acts.d.data(), acts.sums_at = acts.sums.data();
     acts.s_at = acts.s.data();
     return acts;
@@ -247,6 +242,42 @@ constexpr std::pair<GemmKernel, const char*> kGemmNames[] = {
     {GemmKernel::avx512_vnni, "avx512_vnni"}};
 
 }  // namespace
+
+std::uint32_t quantized_dot_type(std::uint32_t type) {
+    if (type == ggml_q8_0 || type == ggml_q4_0 || type == ggml_q5_0) return ggml_q8_0;
+    if (type == ggml_q4_1 || type == ggml_q5_1) return ggml_q8_1;
+    return ggml_q8_K;
+}
+
+QuantizedRows quantize_rows(std::uint32_t weight_type, const float* a, std::size_t m, std::size_t k,
+                            std::size_t threads) {
+    if (!quantized_gemm_supported(weight_type))
+        throw InputError("quantized product: ggml type " + ggml_type_name(weight_type) + " is not one it takes");
+    check_blocks(k, ggml_block_size(weight_type), "quantized product");
+    QuantizedRows rows;
+    auto acts = std::make_shared<QuantizedActs>(quantize_acts(weight_type, a, m, k, threads));
+    rows.view_ = acts;
+    rows.owner_ = std::move(acts);
+    return rows;
+}
+
+std::uint32_t QuantizedRows::dot_type() const { return view_->dot_type; }
+std::size_t QuantizedRows::rows() const { return view_->m; }
+std::size_t QuantizedRows::cols() const { return view_->k; }
+
+QuantizedRows QuantizedRows::range(std::size_t r0, std::size_t r1) const {
+    const QuantizedActs& a = *view_;
+    auto view = std::make_shared<QuantizedActs>();
+    view->dot_type = a.dot_type, view->m = r1 - r0, view->k = a.k, view->row_bytes = a.row_bytes;
+    view->block = a.block, view->block_bytes = a.block_bytes;
+    const std::size_t blocks = a.k / a.block, sums = a.dot_type == ggml_q8_K ? blocks * 16 : blocks;
+    view->bytes_at = a.bytes_at + r0 * a.row_bytes, view->d_at = a.d_at + r0 * blocks;
+    view->sums_at = a.sums_at + r0 * sums, view->s_at = a.dot_type == ggml_q8_1 ? a.s_at + r0 * blocks : a.s_at;
+    QuantizedRows out;
+    out.owner_ = owner_;
+    out.view_ = std::move(view);
+    return out;
+}
 
 void quantize_row_q8_0(const float* x, std::uint8_t* y, std::size_t k) {
     check_blocks(k, ggml::qk, "q8_0 activations");
@@ -311,6 +342,38 @@ bool quantized_gemm_supported(std::uint32_t type) {
            type == ggml_q4_K || type == ggml_q5_K || type == ggml_q6_K;
 }
 
+namespace {
+
+// OUT (ACTS.m, N) at LDO := ACTS . W(N, K)ᵀ, tiles of 16 weight rows spread over the workers.
+void multiply(std::uint32_t type, std::string_view w, std::size_t n, std::size_t k, const QuantizedActs& acts,
+              float* out, std::size_t ldo, std::size_t threads) {
+    const std::size_t row_bytes = ggml_row_bytes(type, k);
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(w.data());
+    const GemmKernel kernel = gemm_kernel();
+    constexpr std::size_t tile = 16;
+    const std::size_t workers = std::max<std::size_t>(threads, 1);
+    std::vector<std::vector<std::uint8_t>> packs(workers);
+#if ATTNTRACE_GGML_X86
+    const ggml::TileFn simd = kernel == GemmKernel::avx512_vnni ? ggml::tile_avx512_vnni
+                            : kernel == GemmKernel::avx2        ? ggml::tile_avx2
+                                                                : nullptr;
+    if (simd)
+        for (auto& pack : packs)
+            pack.resize(kernel == GemmKernel::avx2 ? ggml::tile_avx2_bytes(type, k) : ggml::tile_avx512_vnni_bytes(type, k));
+#else
+    const ggml::TileFn simd = nullptr;
+#endif
+    parallel_for((n + tile - 1) / tile, workers, [&](std::size_t t, std::size_t worker) {
+        const std::size_t i0 = t * tile, rows = std::min(tile, n - i0);
+        if (simd)
+            simd(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, ldo, packs[worker].data());
+        else
+            ggml::tile_scalar(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, ldo);
+    });
+}
+
+}  // namespace
+
 void quantized_gemm(std::uint32_t type, std::string_view w, std::size_t n, std::size_t k, const float* a,
                     std::size_t m, float* out, std::size_t threads) {
     quantized_gemm(type, w, n, k, a, m, out, n, threads);
@@ -336,30 +399,20 @@ void quantized_gemm(std::uint32_t type, std::string_view w, std::size_t n, std::
         throw InputError("quantized product: " + std::to_string(n) + " rows of " + std::to_string(k) + " " +
                          ggml_type_name(type) + " need " + std::to_string(row_bytes) + " bytes each, " +
                          std::to_string(w.size()) + " given");
-    const QuantizedActs acts = quantize_acts(type, a, m, k);
-    const auto* bytes = reinterpret_cast<const std::uint8_t*>(w.data());
-    const GemmKernel kernel = gemm_kernel();
-    constexpr std::size_t tile = 16;
-    const std::size_t workers = std::max<std::size_t>(threads, 1);
-    std::vector<std::vector<std::uint8_t>> packs(workers);
-#if ATTNTRACE_GGML_X86
-    const ggml::TileFn simd = kernel == GemmKernel::avx512_vnni ? ggml::tile_avx512_vnni
-                            : kernel == GemmKernel::avx2        ? ggml::tile_avx2
-                                                                : nullptr;
-    if (simd)
-        for (auto& pack : packs)
-            pack.resize(kernel == GemmKernel::avx2 ? ggml::tile_avx2_bytes(type, k) : ggml::tile_avx512_vnni_bytes(type, k));
-#else
-    const ggml::TileFn simd = nullptr;
-#endif
-    parallel_for((n + tile - 1) / tile, workers, [&](std::size_t t, std::size_t worker) {
-        const std::size_t i0 = t * tile, rows = std::min(tile, n - i0);
-        if (simd)
-            simd(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, ldo, packs[worker].data());
-        else
-            ggml::tile_scalar(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, ldo);
-    });
+    multiply(type, w, n, k, quantize_acts(type, a, m, k), out, ldo, threads);
 }
+
+void quantized_product(const QuantizedMatrix& w, const QuantizedRows& a, float* y, std::size_t ldy,
+                       std::size_t threads) {
+    if (quantized_dot_type(w.type) != a.dot_type() || w.cols != a.cols())
+        throw std::logic_error("quantized_product: activations quantized for another weight");
+    const std::size_t row_bytes = ggml_row_bytes(w.type, w.cols);
+    if (row_bytes != 0 && w.rows > w.bytes.size() / row_bytes)
+        throw InputError("quantized product: " + std::to_string(w.rows) + " rows of " + ggml_type_name(w.type) +
+                         " need " + std::to_string(row_bytes) + " bytes each, " + std::to_string(w.bytes.size()) + " given");
+    multiply(w.type, w.bytes, w.rows, w.cols, *a.view_, y, ldy, threads);
+}
+
 
 bool gemm_kernel_runs(GemmKernel kernel) {
 #if ATTNTRACE_GGML_X86

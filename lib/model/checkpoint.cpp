@@ -391,6 +391,18 @@ void unpermute_columns(float* y, std::size_t rows, std::size_t ldy, std::size_t 
         }
 }
 
+// Y (N, q + k + v rows) at LDY := X (N, E) · [W_q; W_k; W_v]ᵀ over PARTS, X quantized once for each dot type.
+void quantized_in_projection(const std::vector<QuantizedPart>& parts, const float* x, std::size_t n, float* y,
+                             std::size_t ldy, std::size_t threads) {
+    std::optional<QuantizedRows> xq;
+    for (const QuantizedPart& part : parts) {
+        if (!xq || xq->dot_type() != quantized_dot_type(part.w.type))
+            xq = quantize_rows(part.w.type, x, n, part.w.cols, threads);
+        quantized_product(part.w, *xq, y + part.column, ldy, threads);
+        if (part.heads) unpermute_columns(y, n, ldy, part.column, part.w.rows, part.heads);
+    }
+}
+
 // W's q, k and v as attn.in_proj's product over their quantized bytes when the file holds every
 // one of SPECS' in-projections so: true when it could be.
 template <class T>
@@ -415,10 +427,7 @@ bool quantize_in_projection(const CheckpointLayer& layer, const std::vector<Tens
     if constexpr (std::is_same_v<T, float>)
         w.attn.in_proj = StackedInProj<T>{nullptr, rows[0], rows[1], rows[2], parts.front().w.cols, false,
                                           [parts](const T* x, std::size_t n, T* y, std::size_t ldy, std::size_t threads) {
-                                              for (const QuantizedPart& part : parts) {
-                                                  quantized_product(part.w, x, n, y + part.column, ldy, threads);
-                                                  if (part.heads) unpermute_columns(y, n, ldy, part.column, part.w.rows, part.heads);
-                                              }
+                                              quantized_in_projection(parts, x, n, y, ldy, threads);
                                           }};
     w.attn.w_q = Array<T>{}, w.attn.w_k = Array<T>{}, w.attn.w_v = Array<T>{};
     return true;

@@ -260,10 +260,13 @@ template <class T>
 void mlp(const ModelConfig& m, const BlockWeights<T>& w, const T* in, T* out, T beta, Activations<T>& a) {
     T* h = a.hidden.data();
     const auto bias = [](const Linear<T>& l, std::size_t c0) { return l.b ? l.b->data() + c0 : nullptr; };
+    const WeightView<T> first = view_of(w.gate ? *w.gate : w.fc_in), up = view_of(w.fc_in);
+    const auto first_q = quantized_input(in, a.rows(), first, a.threads);  // in quantized once (quantized weights)
+    const auto up_q = w.gate ? quantized_input(in, a.rows(), up, a.threads, first_q) : std::nullopt;
     split_product(a.rows(), a.i, a.threads, [&](std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
-        product(in, r0, r1, c0, c1, view_of(w.gate ? *w.gate : w.fc_in), h, a.i, T(0));
+        product(in, r0, r1, c0, c1, first, h, a.i, T(0), first_q);
         if (!w.gate) return activate(m.activation, h + r0 * a.i + c0, r1 - r0, c1 - c0, a.i, bias(w.fc_in, c0));
-        product(in, r0, r1, c0, c1, view_of(w.fc_in), a.up.data(), a.i, T(0));
+        product(in, r0, r1, c0, c1, up, a.up.data(), a.i, T(0), up_q);
         activate_gated(m.activation, h + r0 * a.i + c0, a.i, a.up.data() + r0 * a.i + c0, a.i, r1 - r0, c1 - c0,
                        bias(*w.gate, c0), bias(w.fc_in, c0));
     });

@@ -90,11 +90,14 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T*
     populate_for_writing(logits, p * v * sizeof(T), threads);
     const std::optional<QuantizedMatrix> quantized = quantized_head<T>(t, *w);  // multiplied as its bytes
     const T* in_file = quantized ? nullptr : t.files->in_place<T>(w->stored.name, 0, 0);  // each block's pages mapped by its task
+    std::optional<QuantizedRows> x_quantized;  // X's rows quantized once for every block
+    if constexpr (std::is_same_v<T, float>)
+        if (quantized) x_quantized = quantize_rows(quantized->type, x.data(), p, e, threads);
     std::vector<std::vector<T>> staged(in_file || quantized ? 0 : threads, std::vector<T>(kHeadRows * e));
     parallel_for(blocks, threads, [&](std::size_t blk, std::size_t worker) {
         const std::size_t v0 = blk * kHeadRows, v1 = std::min(v, v0 + kHeadRows);
         if constexpr (std::is_same_v<T, float>)
-            if (quantized) quantized_product(quantized->row_range(v0, v1), x.data(), p, logits + v0, v, 1);
+            if (quantized) quantized_product(quantized->row_range(v0, v1), *x_quantized, logits + v0, v, 1);
         if (!quantized) {
             const T* rows = in_file ? t.files->in_place<T>(w->stored.name, v0, v1) : staged[worker].data();
             if (!in_file) t.files->read_rows(w->stored.name, v0, v1, staged[worker].data());

@@ -17,6 +17,7 @@
 // AVX2 and AVX-512 VNNI kernels for the 32-element types too; docs/gguf-types.md says how close each is).
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -45,6 +46,41 @@ struct QuantizedMatrix {
 
 // Y (M, W.rows) at LDY := A (M, W.cols) . Wᵀ, on up to THREADS workers (quantized_gemm).
 void quantized_product(const QuantizedMatrix& w, const float* a, std::size_t m, float* y, std::size_t ldy,
+                       std::size_t threads);
+
+namespace ggml {
+struct QuantizedActs;
+}
+
+// The 8-bit type llama.cpp rounds the activations to for weights of TYPE (its vec_dot_type):
+// q8_0 for q8_0, q4_0 and q5_0; q8_1 for q4_1 and q5_1; q8_K for the K types.
+std::uint32_t quantized_dot_type(std::uint32_t type);
+
+// Activation rows (M, K) quantized once to a weight type's dot type, for the several products
+// that read them (a layer's q, k and v; each block of the LM head); shared, not copied.
+class QuantizedRows {
+public:
+    std::uint32_t dot_type() const;
+    std::size_t rows() const;  // M
+    std::size_t cols() const;  // K
+    // Rows [R0, R1) of them.
+    QuantizedRows range(std::size_t r0, std::size_t r1) const;
+
+private:
+    friend QuantizedRows quantize_rows(std::uint32_t, const float*, std::size_t, std::size_t, std::size_t);
+    friend void quantized_product(const QuantizedMatrix&, const QuantizedRows&, float*, std::size_t, std::size_t);
+    std::shared_ptr<const ggml::QuantizedActs> owner_;  // the bytes
+    std::shared_ptr<const ggml::QuantizedActs> view_;   // these rows of them
+};
+
+// A (M, K) quantized for weights of WEIGHT_TYPE (quantize_row_q8_0 / _q8_1 / _q8_K), rows spread
+// over up to THREADS workers. InputError for a type quantized_gemm does not take, or K not a whole
+// number of its blocks.
+QuantizedRows quantize_rows(std::uint32_t weight_type, const float* a, std::size_t m, std::size_t k,
+                            std::size_t threads);
+// Y (A.rows, W.rows) at LDY := A . Wᵀ: quantized_product with the rows quantized already (for
+// W's dot type and K = W.cols, else std::logic_error).
+void quantized_product(const QuantizedMatrix& w, const QuantizedRows& a, float* y, std::size_t ldy,
                        std::size_t threads);
 
 // The activation quantizers, to ggml's byte layouts: K floats of X to K / 32 q8_0 blocks (34 bytes:
