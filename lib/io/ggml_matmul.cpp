@@ -279,19 +279,54 @@ QuantizedRows QuantizedRows::range(std::size_t r0, std::size_t r1) const {
     return out;
 }
 
+namespace {
+
+// The largest |X[l]| of N floats as its bits: every float's |x| compared as an integer, which orders
+// them as floats do; at least 0x7f800000 when one is an infinity or a NaN. (A loop the compiler
+// vectorizes, unlike std::max over floats.)
+std::uint32_t abs_max_bits(const float* x, std::size_t n) {
+    std::uint32_t most = 0;
+    for (std::size_t l = 0; l < n; ++l) {
+        std::uint32_t bits;
+        std::memcpy(&bits, x + l, 4);
+        bits &= 0x7fffffffu;
+        most = bits > most ? bits : most;
+    }
+    return most;
+}
+
+constexpr std::uint32_t nonfinite_bits = 0x7f800000u;
+
+// ggml's nearest_int of X[l] * SCALE for N floats (|X[l] * SCALE| <= 2^22), each clamped to
+// [-128, 127], into Q: the same integers as lrint in the default rounding mode (half to even), in
+// a loop the compiler vectorizes.
+void scaled_nearest(const float* x, float scale, std::size_t n, std::int8_t* q) {
+    for (std::size_t l = 0; l < n; ++l) {
+        const float v = x[l] * scale + 12582912.f;
+        std::int32_t i;
+        std::memcpy(&i, &v, 4);
+        i = (i & 0x007fffff) - 0x00400000;
+        i = i < -128 ? -128 : i > 127 ? 127 : i;
+        q[l] = static_cast<std::int8_t>(i);
+    }
+}
+
+}  // namespace
+
 void quantize_row_q8_0(const float* x, std::uint8_t* y, std::size_t k) {
     check_blocks(k, ggml::qk, "q8_0 activations");
     for (std::size_t b = 0; b < k / ggml::qk; ++b, x += ggml::qk, y += sizeof(ggml::BlockQ8_0)) {
-        float amax = 0;
-        for (std::size_t l = 0; l < ggml::qk; ++l) amax = std::max(amax, std::fabs(x[l]));
-        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
-        const float d = all_finite(x, ggml::qk) ? amax / 127.f : std::numeric_limits<float>::quiet_NaN();
+        const std::uint32_t bits = abs_max_bits(x, ggml::qk);
+        float amax;
+        std::memcpy(&amax, &bits, 4);
+        const bool finite = bits < nonfinite_bits;
+        const float id = finite && amax != 0.0f ? 127.f / amax : 0.0f;
+        const float d = finite ? amax / 127.f : std::numeric_limits<float>::quiet_NaN();
         const std::uint16_t h = float_to_half(d);
         std::memcpy(y, &h, 2);
-        for (std::size_t l = 0; l < ggml::qk; ++l) {
-            const long q = std::lrint(x[l] * id);  // half to even, as _mm256_round_ps(_MM_ROUND_NEAREST)
-            y[2 + l] = static_cast<std::uint8_t>(static_cast<std::int8_t>(std::clamp(q, -128L, 127L)));
-        }
+        std::int8_t q[ggml::qk];  // half to even, as _mm256_round_ps(_MM_ROUND_NEAREST); zeros for a non-finite block
+        scaled_nearest(x, id, ggml::qk, q);
+        std::memcpy(y + 2, q, ggml::qk);
     }
 }
 
@@ -316,21 +351,23 @@ void quantize_row_q8_1(const float* x, std::uint8_t* y, std::size_t k) {
 void quantize_row_q8_K(const float* x, std::uint8_t* y, std::size_t k) {
     check_blocks(k, ggml::qk_k, "q8_K activations");
     for (std::size_t b = 0; b < k / ggml::qk_k; ++b, x += ggml::qk_k, y += ggml::q8_K_bytes) {
-        float max = 0, amax = 0;
-        for (std::size_t l = 0; l < ggml::qk_k; ++l)
-            if (std::fabs(x[l]) > amax) amax = std::fabs(x[l]), max = x[l];
+        const std::uint32_t bits = abs_max_bits(x, ggml::qk_k);
         std::int8_t qs[ggml::qk_k] = {};
         std::int16_t bsums[16] = {};
         float d = 0;
-        if (amax != 0.0f) {
-            const float iscale = -127.f / max;
-            for (std::size_t l = 0; l < ggml::qk_k; ++l)
-                qs[l] = static_cast<std::int8_t>(std::min(127, ggml::nearest_int(iscale * x[l])));
+        if (bits != 0 && bits < nonfinite_bits) {
+            std::size_t at = 0;  // max: the first value of the largest magnitude, as ggml's strict > keeps it
+            for (std::uint32_t v = 0; at + 1 < ggml::qk_k; ++at) {
+                std::memcpy(&v, x + at, 4);
+                if ((v & 0x7fffffffu) == bits) break;
+            }
+            const float iscale = -127.f / x[at];
+            scaled_nearest(x, iscale, ggml::qk_k, qs);  // (ggml's min(127, .): |iscale x| <= 127, so no other clamp bites)
             for (std::size_t s = 0; s < 16; ++s)
                 for (std::size_t l = 0; l < 16; ++l) bsums[s] = static_cast<std::int16_t>(bsums[s] + qs[16 * s + l]);
             d = 1 / iscale;
         }
-        if (!all_finite(x, ggml::qk_k)) d = std::numeric_limits<float>::quiet_NaN();
+        if (bits >= nonfinite_bits) d = std::numeric_limits<float>::quiet_NaN();
         std::memcpy(y, &d, 4);
         std::memcpy(y + 4, qs, sizeof qs);
         std::memcpy(y + 4 + sizeof qs, bsums, sizeof bsums);
