@@ -16,6 +16,12 @@
 #include <stdexcept>
 #include <utility>
 
+#if ATTNTRACE_GGML_X86
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include "attntrace/io/ggml_types.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/tensor/threads.hpp"
@@ -239,7 +245,18 @@ std::atomic<GemmKernel> chosen{GemmKernel::best};
 
 constexpr std::pair<GemmKernel, const char*> kGemmNames[] = {
     {GemmKernel::best, "best"}, {GemmKernel::scalar, "scalar"}, {GemmKernel::avx2, "avx2"},
-    {GemmKernel::avx512_vnni, "avx512_vnni"}};
+    {GemmKernel::avx512_vnni, "avx512_vnni"}, {GemmKernel::amx, "amx"}};
+
+#if ATTNTRACE_GGML_X86
+// Whether the CPU has AMX-TILE and AMX-INT8 (CPUID 7: EDX bits 24, 25) and Linux lets this process
+// use the tile data (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, Linux 5.16 on).
+bool amx_usable() {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25))) return false;
+    constexpr long arch_req_xcomp_perm = 0x1023, xfeature_xtiledata = 18;
+    return syscall(SYS_arch_prctl, arch_req_xcomp_perm, xfeature_xtiledata) == 0;
+}
+#endif
 
 }  // namespace
 
@@ -391,7 +408,8 @@ void multiply(std::uint32_t type, std::string_view w, std::size_t n, std::size_t
     const std::size_t workers = std::max<std::size_t>(threads, 1);
     std::vector<std::vector<std::uint8_t>> packs(workers);
 #if ATTNTRACE_GGML_X86
-    const ggml::TileFn simd = kernel == GemmKernel::avx512_vnni ? ggml::tile_avx512_vnni
+    const ggml::TileFn simd = kernel == GemmKernel::amx           ? ggml::tile_amx
+                            : kernel == GemmKernel::avx512_vnni ? ggml::tile_avx512_vnni
                             : kernel == GemmKernel::avx2        ? ggml::tile_avx2
                                                                 : nullptr;
     if (simd)
@@ -458,6 +476,10 @@ bool gemm_kernel_runs(GemmKernel kernel) {
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
     if (kernel == GemmKernel::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (kernel == GemmKernel::amx) {
+        static const bool amx = amx_usable();  // asked once: CPUID traps in a VM
+        return amx && gemm_kernel_runs(GemmKernel::avx512_vnni);
+    }
 #endif
     return kernel == GemmKernel::scalar || kernel == GemmKernel::best;
 }
@@ -471,7 +493,7 @@ void set_gemm_kernel(GemmKernel kernel) {
 GemmKernel gemm_kernel() {
     const GemmKernel k = chosen;
     if (k != GemmKernel::best) return k;
-    for (GemmKernel best : {GemmKernel::avx512_vnni, GemmKernel::avx2})
+    for (GemmKernel best : {GemmKernel::amx, GemmKernel::avx512_vnni, GemmKernel::avx2})
         if (gemm_kernel_runs(best)) return best;
     return GemmKernel::scalar;
 }

@@ -32,11 +32,11 @@ constexpr int zero_of(std::uint32_t type) {
     return type == ggml_q4_0 ? 8 : type == ggml_q5_0 ? 16 : V::offset_q8_0 ? 128 : 0;
 }
 
+// ZERO: the offset the bytes get (zero_of<V>, or 0 for signed bytes: the AMX kernel's).
 template <class V>
 void pack_small(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows, std::size_t blocks,
-                std::uint8_t* pack) {
+                std::uint8_t* pack, int zero) {
     constexpr std::size_t vb = V::bytes;
-    const int zero = zero_of<V>(type);
     const std::size_t block_bytes = ggml_block_bytes(type);
     std::memset(pack, 0, blocks * q8_0_vectors * vb);
     std::int8_t q[qk];
@@ -221,7 +221,7 @@ void tile(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std:
     for (std::size_t i0 = 0; i0 < rows; i0 += V::lanes) {
         const std::size_t lanes = rows - i0 < V::lanes ? rows - i0 : V::lanes;
         const std::uint8_t* wi = w + i0 * row_bytes;
-        if (acts.dot_type != ggml_q8_K) pack_small<V>(type, wi, row_bytes, lanes, blocks, pack);
+        if (acts.dot_type != ggml_q8_K) pack_small<V>(type, wi, row_bytes, lanes, blocks, pack, zero_of<V>(type));
         else if (type == ggml_q6_K) pack_K<V, 16>(type, wi, row_bytes, lanes, blocks, pack);
         else pack_K<V, 32>(type, wi, row_bytes, lanes, blocks, pack);
         std::size_t j = 0;

@@ -83,7 +83,7 @@ std::vector<Product> products() {
 
 std::vector<GemmKernel> kernels_here() {
     std::vector<GemmKernel> kernels;
-    for (GemmKernel k : {GemmKernel::scalar, GemmKernel::avx2, GemmKernel::avx512_vnni})
+    for (GemmKernel k : {GemmKernel::scalar, GemmKernel::avx2, GemmKernel::avx512_vnni, GemmKernel::amx})
         if (gemm_kernel_runs(k)) kernels.push_back(k);
         else MESSAGE("this CPU does not run the " << gemm_kernel_name(k) << " kernel: not compared");
     return kernels;

@@ -96,9 +96,12 @@ void quantize_row_q8_K(const float* x, std::uint8_t* y, std::size_t k);
 // ggml-cpu's x86 quantize_row_q8_1 makes them (q4_1's and q5_1's activations).
 void quantize_row_q8_1(const float* x, std::uint8_t* y, std::size_t k);
 
-// Which kernel quantized_gemm runs: the best this CPU runs (AVX-512 VNNI where it has AVX-512F/BW/VL
-// and VNNI, else AVX2 with FMA, else scalar), or one named (UsageError when this CPU cannot run it).
-enum class GemmKernel : std::uint8_t { best, scalar, avx2, avx512_vnni };
+// Which kernel quantized_gemm runs: the best this CPU runs (AMX where it has AMX-INT8 and Linux
+// grants the process its tiles, else AVX-512 VNNI where it has AVX-512F/BW/VL and VNNI, else AVX2
+// with FMA, else scalar), or one named (UsageError when this CPU cannot run it). `amx` runs the
+// 32-element types on AMX tiles (16 activation rows at a time) and the K types on AVX-512 VNNI;
+// its floats are AVX-512 VNNI's.
+enum class GemmKernel : std::uint8_t { best, scalar, avx2, avx512_vnni, amx };
 void set_gemm_kernel(GemmKernel kernel);
 GemmKernel gemm_kernel();  // the one that runs: never `best`
 bool gemm_kernel_runs(GemmKernel kernel);
