@@ -39,6 +39,28 @@ struct Avx512 {
     static void store(float* p, F v, std::size_t rows) {
         _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << rows) - 1u), v);
     }
+    // pack_small for q8_0: each of a block's 8 vectors gathered (4 bytes of each of the ROWS rows),
+    // the bytes + ZERO (0 or 128: the top bit flipped), the scales widened from fp16 (exact); the
+    // lanes past ROWS zero, as pack_small leaves them.
+    static bool pack_q8_0(const std::uint8_t* w, std::size_t row_bytes, std::size_t rows, std::size_t blocks,
+                          std::uint8_t* pack, int zero) {
+        const auto live = static_cast<__mmask16>((1u << rows) - 1u);
+        const I at = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                        _mm512_set1_epi32(static_cast<std::int32_t>(row_bytes)));
+        const I flip = _mm512_set1_epi32(zero ? static_cast<std::int32_t>(0x80808080u) : 0);
+        for (std::size_t b = 0; b < blocks; ++b) {
+            const std::uint8_t* block = w + b * sizeof(BlockQ8_0);
+            std::uint8_t* out = pack + b * 10 * bytes;
+            for (std::size_t k4 = 0; k4 < 8; ++k4) {
+                const I v = _mm512_mask_i32gather_epi32(izero(), live, at, block + 2 + 4 * k4, 1);
+                _mm512_storeu_si512(out + bytes * k4, _mm512_maskz_xor_epi32(live, v, flip));
+            }
+            const I d = _mm512_mask_i32gather_epi32(izero(), live, at, block, 1);  // d in the low half
+            _mm512_storeu_ps(out + bytes * 8, _mm512_maskz_mov_ps(live, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d))));
+            _mm512_storeu_ps(out + bytes * 9, fzero());
+        }
+        return true;
+    }
 };
 
 // ---- AMX, for the 32-element types: per block, one tile product of 16 activation rows (A: 16 x

@@ -37,6 +37,7 @@ template <class V>
 void pack_small(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows, std::size_t blocks,
                 std::uint8_t* pack, int zero) {
     constexpr std::size_t vb = V::bytes;
+    if (type == ggml_q8_0 && V::pack_q8_0(w, row_bytes, rows, blocks, pack, zero)) return;
     const std::size_t block_bytes = ggml_block_bytes(type);
     std::memset(pack, 0, blocks * q8_0_vectors * vb);
     std::int8_t q[qk];
