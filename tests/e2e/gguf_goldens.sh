@@ -16,6 +16,7 @@
 #     (measured: at most 3e-6, the float sums' order); elsewhere (f16, bf16, iq4_nl, q2_K, q3_K,
 #     iq4_xs weights, which llama.cpp multiplies with activations rounded to f16 or q8_K; GELU,
 #     which ggml takes from an fp16 table) within the dequantized path's bound;
+#   - the same on every quantized-product kernel the CPU runs (scalar, AVX2, AVX-512 VNNI, AMX);
 #   - mha --model FILE.gguf --layer N equals the golden attention of layer N, one case per
 #     architecture;
 #   - info --format json names the architecture, the layers and each tensor type's count;
@@ -112,6 +113,23 @@ PY
     fi
 done
 
+# The quantized path on every kernel this CPU runs (ATTNTRACE_GEMM_KERNEL): each within the same
+# tight bound of llama.cpp's logits (a kernel the CPU cannot run is refused, exit 2, and skipped)
+for name in llama_q8_0 qwen2_q4_1 llama256_q4_k_m; do
+    dir="$CASES/$name"
+    bound=$("$PYTHON" -c 'import json, sys; c = {c["name"]: c for c in json.load(open(sys.argv[1]))["cases"]}[sys.argv[2]]; print(1e-4 * max(1.0, c["logits_max_abs"]))' \
+        "$CASES/cases.json" "$name")
+    for kernel in scalar avx2 avx512_vnni amx; do
+        rm -f "$work/l.npy"
+        code=0
+        ATTNTRACE_GEMM_KERNEL=$kernel "$ATTNTRACE" model "$dir/model.gguf" --ids "$dir/ids.npy" --logits "$work/l.npy" \
+            --top 0 < /dev/null > /dev/null 2> "$work/err" || code=$?
+        if [[ $code == 2 ]] && grep -q "cannot run" "$work/err"; then continue; fi
+        close "$name ($kernel) vs llama.cpp" "$work/l.npy" "$dir/golden/llama_cpp_logits.npy" 0 0 "$bound" &&
+            passed=$((passed + 1)) || failed=$((failed + 1))
+    done
+done
+
 # mha --model FILE.gguf --layer N: layer N's attention as the whole model computes it
 for name in llama_q8_0 mistral_q5_1 qwen2_q4_1 qwen3_bf16_split gpt2_q8_0 gemma_f16 gemma2_q8_0 gemma3_q5_1 phi3_q4_0 \
     llama256_q4_k; do
@@ -147,6 +165,8 @@ expect() {  # NAME CODE TEXT CMD...: CMD exits CODE, its one stderr line holding
 expect "model --text" 2 "--text: $file is a GGUF file, whose tokenizer attntrace does not read yet: give --ids" \
     "$ATTNTRACE" model "$file" --text "hello"
 expect "lens --text" 2 "--text: $file is a GGUF file" "$ATTNTRACE" lens "$file" --text "hello"
+expect "ATTNTRACE_GEMM_KERNEL=fast" 2 "ATTNTRACE_GEMM_KERNEL: 'fast' is not one of best, scalar, avx2, avx512_vnni, amx" \
+    env ATTNTRACE_GEMM_KERNEL=fast "$ATTNTRACE" model "$file" --ids 1,2
 expect "ATTNTRACE_GGUF_PRODUCTS=fast" 2 "ATTNTRACE_GGUF_PRODUCTS: 'fast' is not one of quantized, float32" \
     env ATTNTRACE_GGUF_PRODUCTS=fast "$ATTNTRACE" model "$file" --ids 1,2
 cp "$file" "$work/m.gguf"
