@@ -174,6 +174,29 @@ TEST_CASE("quantized products: many rows, any thread count, every kernel the sam
     }
 }
 
+TEST_CASE("the AMX kernel gives the AVX-512 VNNI kernel's floats (16 rows a tile, the rest on VNNI)") {
+    if (!gemm_kernel_runs(GemmKernel::amx)) {
+        MESSAGE("this CPU (or its kernel) does not run AMX: not compared");
+        return;
+    }
+    for (const Product& p : products()) {
+        const std::size_t m = 37;  // two tiles of 16 activation rows and 5 rows on VNNI
+        std::vector<float> a(m * p.k);
+        for (std::size_t j = 0; j < m; ++j)
+            for (std::size_t e = 0; e < p.k; ++e) a[j * p.k + e] = p.a[(j % p.m) * p.k + e] * (1.0f - 0.125f * float(j / p.m));
+        std::vector<float> vnni(m * p.n), amx(m * p.n);
+        {
+            const KernelScope scope(GemmKernel::avx512_vnni);
+            quantized_gemm(p.type, p.w, p.n, p.k, a.data(), m, vnni.data(), 2);
+        }
+        {
+            const KernelScope scope(GemmKernel::amx);
+            quantized_gemm(p.type, p.w, p.n, p.k, a.data(), m, amx.data(), 2);
+        }
+        CHECK_MESSAGE(bit_differences(amx, vnni) == 0, p.name);
+    }
+}
+
 TEST_CASE("rows quantized once give the same products: any row range, weight row range and leading dimension") {
     // (the same floats as quantized_gemm: one kernel's sums do not depend on the rows around them)
     for (const Product& p : products()) {
