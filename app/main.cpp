@@ -23,6 +23,8 @@
 #include "attntrace/io/atomic_write.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/io/file_bytes.hpp"
+#include "attntrace/io/ggml_matmul.hpp"
+#include "attntrace/model/model.hpp"
 #include "attntrace/tensor/gemm.hpp"
 #include "commands.hpp"
 
@@ -96,6 +98,37 @@ std::string choose_attention_kernel() {
     return "";
 }
 
+// ATTNTRACE_GEMM_KERNEL=best|scalar|avx2|avx512_vnni|amx chooses the quantized products' kernel
+// (io/ggml_matmul.hpp), for comparing them; an empty or unset variable is `best`. Returns the
+// error message, or "".
+std::string choose_gemm_kernel() {
+    const char* word = std::getenv("ATTNTRACE_GEMM_KERNEL");
+    if (!word || !*word) return "";
+    for (const auto kernel : {attntrace::GemmKernel::best, attntrace::GemmKernel::scalar, attntrace::GemmKernel::avx2,
+                              attntrace::GemmKernel::avx512_vnni, attntrace::GemmKernel::amx})
+        if (attntrace::gemm_kernel_name(kernel) == word) {
+            try {
+                attntrace::set_gemm_kernel(kernel);
+            } catch (const attntrace::UsageError& e) {
+                return std::string("ATTNTRACE_GEMM_KERNEL: ") + e.what();
+            }
+            return "";
+        }
+    return std::string("ATTNTRACE_GEMM_KERNEL: '") + word + "' is not one of best, scalar, avx2, avx512_vnni, amx";
+}
+
+// ATTNTRACE_GGUF_PRODUCTS=quantized|float32 chooses how a float32 forward multiplies by a GGUF
+// file's quantized weights (model.hpp GgufProducts); an empty or unset variable is `quantized`.
+// Returns the error message, or "".
+std::string choose_gguf_products() {
+    const char* word = std::getenv("ATTNTRACE_GGUF_PRODUCTS");
+    if (!word || !*word || std::string_view(word) == "quantized") return "";
+    if (std::string_view(word) != "float32")
+        return std::string("ATTNTRACE_GGUF_PRODUCTS: '") + word + "' is not one of quantized, float32";
+    attntrace::set_gguf_products(attntrace::GgufProducts::float32);
+    return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -108,6 +141,8 @@ int main(int argc, char** argv) {
     sigaction(SIGBUS, &bus, nullptr);
     std::signal(SIGXFSZ, SIG_IGN);  // past ulimit -f, write(2) fails with EFBIG and is reported (exit 4)
     if (const std::string bad = choose_attention_kernel(); !bad.empty()) return fail(attntrace::exit_usage, bad);
+    if (const std::string bad = choose_gguf_products(); !bad.empty()) return fail(attntrace::exit_usage, bad);
+    if (const std::string bad = choose_gemm_kernel(); !bad.empty()) return fail(attntrace::exit_usage, bad);
     attntrace::remember_inputs(true);  // no output may replace a file this run read
     // A replaced output's old data is freed by a helper after this process, not before it exits
     // (atomic_write.hpp): the run does not wait for the file system to release it.

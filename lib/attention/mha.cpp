@@ -159,6 +159,14 @@ std::pair<Array<T>, std::optional<Array<T>>> stacked_in_proj(const MhaParams<T>&
     return {std::move(w), stacked_bias(params)};
 }
 
+// Y (ROWS, N) += B (N) on each row.
+template <class T>
+void add_row_bias(T* y, std::size_t rows, const T* b, std::size_t n, std::size_t threads) {
+    parallel_for(rows, threads, [&](std::size_t r, std::size_t) {
+        for (std::size_t c = 0; c < n; ++c) y[r * n + c] += b[c];
+    });
+}
+
 // extend_kv: torch's add_bias_kv / add_zero_attn after the projections: each batch's Lk_in rows of
 // k (B*Lk_in, G*P) and v (B*Lk_in, G*Pv) get bias_k / bias_v appended, then a zero row (a zero row
 // of every head), into new buffers k (B*Lk, G*P) and v (B*Lk, G*Pv).
@@ -198,7 +206,11 @@ Projected<T> project(const Array<T>& query, const Array<T>& key, const Array<T>&
     pr.fused = self && (params.in_proj || (nq + nk + nv) * s.eq * sizeof(T) <= (std::size_t{64} << 20));
     if (pr.fused) {
         pr.qkv = rows_buffer<T>(s.b * s.lq * (nq + nk + nv));
-        if (params.in_proj) {
+        if (params.in_proj && params.in_proj->product) {
+            const std::optional<Array<T>> bias = stacked_bias(params);
+            params.in_proj->product(query.data(), s.b * s.lq, pr.qkv.get(), nq + nk + nv, threads);
+            if (bias) add_row_bias(pr.qkv.get(), s.b * s.lq, bias->data(), nq + nk + nv, threads);
+        } else if (params.in_proj) {
             const StackedInProj<T>& in = *params.in_proj;
             const std::optional<Array<T>> bias = stacked_bias(params);
             stages::project_rows(query.data(), s.b * s.lq, WeightInPlace<T>{in.data, in.out(), in.in, in.conv1d},

@@ -12,7 +12,15 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <stdexcept>
 #include <utility>
+
+#if ATTNTRACE_GGML_X86
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "attntrace/io/ggml_types.hpp"
 #include "attntrace/tensor/errors.hpp"
@@ -128,9 +136,9 @@ float dot_small(std::uint32_t type, const std::uint8_t* w_row, const QuantizedAc
         const std::int8_t* a = act_qs(acts, j, b);
         int sumi = 0;
         for (std::size_t l = 0; l < qk; ++l) sumi += q[l] * a[l];
-        const float da = acts.d[j * blocks + b];
+        const float da = acts.d_at[j * blocks + b];
         if (acts.dot_type == ggml_q8_1)
-            sumf += std::fma(d * da, static_cast<float>(sumi), m * acts.s[j * blocks + b]);
+            sumf += std::fma(d * da, static_cast<float>(sumi), m * acts.s_at[j * blocks + b]);
         else if (type == ggml_q4_0)
             sumf = std::fma(static_cast<float>(sumi) * d, da, sumf);
         else
@@ -152,12 +160,12 @@ float dot_K(std::uint32_t type, const std::uint8_t* w_row, const QuantizedActs& 
         const std::int8_t* q8 = act_qs(acts, j, i);
         std::int32_t aux32[8] = {};
         for (std::size_t e = 0; e < qk_k; ++e) aux32[e % 8] += x.scale[e / sub] * (q8[e] * x.q[e]);
-        const float d = x.d * acts.d[j * blocks + i];
+        const float d = x.d * acts.d_at[j * blocks + i];
         for (std::size_t l = 0; l < 8; ++l) sums[l] = std::fma(d, static_cast<float>(aux32[l]), sums[l]);
         if (type != ggml_q6_K) {  // the mins
             int sumi = 0;
-            for (std::size_t s = 0; s < 16; ++s) sumi += acts.sums[(j * blocks + i) * 16 + s] * x.min[s / 2];
-            sumf = std::fma(-(x.dmin * acts.d[j * blocks + i]), static_cast<float>(sumi), sumf);
+            for (std::size_t s = 0; s < 16; ++s) sumi += acts.sums_at[(j * blocks + i) * 16 + s] * x.min[s / 2];
+            sumf = std::fma(-(x.dmin * acts.d_at[j * blocks + i]), static_cast<float>(sumi), sumf);
         }
     }
     for (float s : sums) sumf += s;
@@ -193,16 +201,10 @@ void check_blocks(std::size_t k, std::size_t block, const char* what) {
                          " elements is not a whole number of blocks of " + std::to_string(block));
 }
 
-// The weight type's vec_dot_type (ggml-cpu.c type_traits_cpu).
-std::uint32_t dot_type_of(std::uint32_t type) {
-    if (type == ggml_q8_0 || type == ggml_q4_0 || type == ggml_q5_0) return ggml_q8_0;
-    if (type == ggml_q4_1 || type == ggml_q5_1) return ggml_q8_1;
-    return ggml_q8_K;
-}
 
-QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, std::size_t k) {
+QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, std::size_t k, std::size_t threads = 1) {
     QuantizedActs acts;
-    acts.dot_type = dot_type_of(type);
+    acts.dot_type = quantized_dot_type(type);
     const bool small = acts.dot_type != ggml_q8_K;  // blocks of 32: q8_0 (fp16 d), q8_1 (fp16 d, s)
     acts.m = m, acts.k = k;
     acts.block = small ? ggml::qk : ggml::qk_k;
@@ -213,7 +215,7 @@ QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, s
     acts.d.resize(m * blocks);
     acts.s.resize(acts.dot_type == ggml_q8_1 ? m * blocks : 0);
     acts.sums.resize(m * (small ? blocks : blocks * 16));
-    for (std::size_t j = 0; j < m; ++j) {
+    parallel_for(m, threads, [&](std::size_t j, std::size_t) {
         std::uint8_t* row = acts.bytes.data() + j * acts.row_bytes;
         if (acts.dot_type == ggml_q8_0) quantize_row_q8_0(a + j * k, row, k);
         else if (acts.dot_type == ggml_q8_1) quantize_row_q8_1(a + j * k, row, k);
@@ -233,7 +235,7 @@ QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, s
                 std::copy(bsums, bsums + 16, acts.sums.begin() + static_cast<std::ptrdiff_t>((j * blocks + b) * 16));
             }
         }
-    }
+    });
     acts.bytes_at = acts.bytes.data(), acts.d_at = acts.d.data(), acts.sums_at = acts.sums.data();
     acts.s_at = acts.s.data();
     return acts;
@@ -243,23 +245,105 @@ std::atomic<GemmKernel> chosen{GemmKernel::best};
 
 constexpr std::pair<GemmKernel, const char*> kGemmNames[] = {
     {GemmKernel::best, "best"}, {GemmKernel::scalar, "scalar"}, {GemmKernel::avx2, "avx2"},
-    {GemmKernel::avx512_vnni, "avx512_vnni"}};
+    {GemmKernel::avx512_vnni, "avx512_vnni"}, {GemmKernel::amx, "amx"}};
+
+#if ATTNTRACE_GGML_X86
+// Whether the CPU has AMX-TILE and AMX-INT8 (CPUID 7: EDX bits 24, 25) and Linux lets this process
+// use the tile data (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, Linux 5.16 on).
+bool amx_usable() {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25))) return false;
+    constexpr long arch_req_xcomp_perm = 0x1023, xfeature_xtiledata = 18;
+    return syscall(SYS_arch_prctl, arch_req_xcomp_perm, xfeature_xtiledata) == 0;
+}
+#endif
+
+}  // namespace
+
+std::uint32_t quantized_dot_type(std::uint32_t type) {
+    if (type == ggml_q8_0 || type == ggml_q4_0 || type == ggml_q5_0) return ggml_q8_0;
+    if (type == ggml_q4_1 || type == ggml_q5_1) return ggml_q8_1;
+    return ggml_q8_K;
+}
+
+QuantizedRows quantize_rows(std::uint32_t weight_type, const float* a, std::size_t m, std::size_t k,
+                            std::size_t threads) {
+    if (!quantized_gemm_supported(weight_type))
+        throw InputError("quantized product: ggml type " + ggml_type_name(weight_type) + " is not one it takes");
+    check_blocks(k, ggml_block_size(weight_type), "quantized product");
+    QuantizedRows rows;
+    auto acts = std::make_shared<QuantizedActs>(quantize_acts(weight_type, a, m, k, threads));
+    rows.view_ = acts;
+    rows.owner_ = std::move(acts);
+    return rows;
+}
+
+std::uint32_t QuantizedRows::dot_type() const { return view_->dot_type; }
+std::size_t QuantizedRows::rows() const { return view_->m; }
+std::size_t QuantizedRows::cols() const { return view_->k; }
+
+QuantizedRows QuantizedRows::range(std::size_t r0, std::size_t r1) const {
+    const QuantizedActs& a = *view_;
+    auto view = std::make_shared<QuantizedActs>();
+    view->dot_type = a.dot_type, view->m = r1 - r0, view->k = a.k, view->row_bytes = a.row_bytes;
+    view->block = a.block, view->block_bytes = a.block_bytes;
+    const std::size_t blocks = a.k / a.block, sums = a.dot_type == ggml_q8_K ? blocks * 16 : blocks;
+    view->bytes_at = a.bytes_at + r0 * a.row_bytes, view->d_at = a.d_at + r0 * blocks;
+    view->sums_at = a.sums_at + r0 * sums, view->s_at = a.dot_type == ggml_q8_1 ? a.s_at + r0 * blocks : a.s_at;
+    QuantizedRows out;
+    out.owner_ = owner_;
+    out.view_ = std::move(view);
+    return out;
+}
+
+namespace {
+
+// The largest |X[l]| of N floats as its bits: every float's |x| compared as an integer, which orders
+// them as floats do; at least 0x7f800000 when one is an infinity or a NaN. (A loop the compiler
+// vectorizes, unlike std::max over floats.)
+std::uint32_t abs_max_bits(const float* x, std::size_t n) {
+    std::uint32_t most = 0;
+    for (std::size_t l = 0; l < n; ++l) {
+        std::uint32_t bits;
+        std::memcpy(&bits, x + l, 4);
+        bits &= 0x7fffffffu;
+        most = bits > most ? bits : most;
+    }
+    return most;
+}
+
+constexpr std::uint32_t nonfinite_bits = 0x7f800000u;
+
+// ggml's nearest_int of X[l] * SCALE for N floats (|X[l] * SCALE| <= 2^22), each clamped to
+// [-128, 127], into Q: the same integers as lrint in the default rounding mode (half to even), in
+// a loop the compiler vectorizes.
+void scaled_nearest(const float* x, float scale, std::size_t n, std::int8_t* q) {
+    for (std::size_t l = 0; l < n; ++l) {
+        const float v = x[l] * scale + 12582912.f;
+        std::int32_t i;
+        std::memcpy(&i, &v, 4);
+        i = (i & 0x007fffff) - 0x00400000;
+        i = i < -128 ? -128 : i > 127 ? 127 : i;
+        q[l] = static_cast<std::int8_t>(i);
+    }
+}
 
 }  // namespace
 
 void quantize_row_q8_0(const float* x, std::uint8_t* y, std::size_t k) {
     check_blocks(k, ggml::qk, "q8_0 activations");
     for (std::size_t b = 0; b < k / ggml::qk; ++b, x += ggml::qk, y += sizeof(ggml::BlockQ8_0)) {
-        float amax = 0;
-        for (std::size_t l = 0; l < ggml::qk; ++l) amax = std::max(amax, std::fabs(x[l]));
-        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
-        const float d = all_finite(x, ggml::qk) ? amax / 127.f : std::numeric_limits<float>::quiet_NaN();
+        const std::uint32_t bits = abs_max_bits(x, ggml::qk);
+        float amax;
+        std::memcpy(&amax, &bits, 4);
+        const bool finite = bits < nonfinite_bits;
+        const float id = finite && amax != 0.0f ? 127.f / amax : 0.0f;
+        const float d = finite ? amax / 127.f : std::numeric_limits<float>::quiet_NaN();
         const std::uint16_t h = float_to_half(d);
         std::memcpy(y, &h, 2);
-        for (std::size_t l = 0; l < ggml::qk; ++l) {
-            const long q = std::lrint(x[l] * id);  // half to even, as _mm256_round_ps(_MM_ROUND_NEAREST)
-            y[2 + l] = static_cast<std::uint8_t>(static_cast<std::int8_t>(std::clamp(q, -128L, 127L)));
-        }
+        std::int8_t q[ggml::qk];  // half to even, as _mm256_round_ps(_MM_ROUND_NEAREST); zeros for a non-finite block
+        scaled_nearest(x, id, ggml::qk, q);
+        std::memcpy(y + 2, q, ggml::qk);
     }
 }
 
@@ -284,21 +368,23 @@ void quantize_row_q8_1(const float* x, std::uint8_t* y, std::size_t k) {
 void quantize_row_q8_K(const float* x, std::uint8_t* y, std::size_t k) {
     check_blocks(k, ggml::qk_k, "q8_K activations");
     for (std::size_t b = 0; b < k / ggml::qk_k; ++b, x += ggml::qk_k, y += ggml::q8_K_bytes) {
-        float max = 0, amax = 0;
-        for (std::size_t l = 0; l < ggml::qk_k; ++l)
-            if (std::fabs(x[l]) > amax) amax = std::fabs(x[l]), max = x[l];
+        const std::uint32_t bits = abs_max_bits(x, ggml::qk_k);
         std::int8_t qs[ggml::qk_k] = {};
         std::int16_t bsums[16] = {};
         float d = 0;
-        if (amax != 0.0f) {
-            const float iscale = -127.f / max;
-            for (std::size_t l = 0; l < ggml::qk_k; ++l)
-                qs[l] = static_cast<std::int8_t>(std::min(127, ggml::nearest_int(iscale * x[l])));
+        if (bits != 0 && bits < nonfinite_bits) {
+            std::size_t at = 0;  // max: the first value of the largest magnitude, as ggml's strict > keeps it
+            for (std::uint32_t v = 0; at + 1 < ggml::qk_k; ++at) {
+                std::memcpy(&v, x + at, 4);
+                if ((v & 0x7fffffffu) == bits) break;
+            }
+            const float iscale = -127.f / x[at];
+            scaled_nearest(x, iscale, ggml::qk_k, qs);  // (ggml's min(127, .): |iscale x| <= 127, so no other clamp bites)
             for (std::size_t s = 0; s < 16; ++s)
                 for (std::size_t l = 0; l < 16; ++l) bsums[s] = static_cast<std::int16_t>(bsums[s] + qs[16 * s + l]);
             d = 1 / iscale;
         }
-        if (!all_finite(x, ggml::qk_k)) d = std::numeric_limits<float>::quiet_NaN();
+        if (bits >= nonfinite_bits) d = std::numeric_limits<float>::quiet_NaN();
         std::memcpy(y, &d, 4);
         std::memcpy(y + 4, qs, sizeof qs);
         std::memcpy(y + 4 + sizeof qs, bsums, sizeof bsums);
@@ -310,23 +396,20 @@ bool quantized_gemm_supported(std::uint32_t type) {
            type == ggml_q4_K || type == ggml_q5_K || type == ggml_q6_K;
 }
 
-void quantized_gemm(std::uint32_t type, std::string_view w, std::size_t n, std::size_t k, const float* a,
-                    std::size_t m, float* out, std::size_t threads) {
-    if (!quantized_gemm_supported(type))
-        throw InputError("quantized product: ggml type " + ggml_type_name(type) + " is not one it takes (q8_0, q4_0, q5_0, q4_1, q5_1, q4_K, q5_K, q6_K)");
+namespace {
+
+// OUT (ACTS.m, N) at LDO := ACTS . W(N, K)ᵀ, tiles of 16 weight rows spread over the workers.
+void multiply(std::uint32_t type, std::string_view w, std::size_t n, std::size_t k, const QuantizedActs& acts,
+              float* out, std::size_t ldo, std::size_t threads) {
     const std::size_t row_bytes = ggml_row_bytes(type, k);
-    if (row_bytes != 0 && n > w.size() / row_bytes)
-        throw InputError("quantized product: " + std::to_string(n) + " rows of " + std::to_string(k) + " " +
-                         ggml_type_name(type) + " need " + std::to_string(row_bytes) + " bytes each, " +
-                         std::to_string(w.size()) + " given");
-    const QuantizedActs acts = quantize_acts(type, a, m, k);
     const auto* bytes = reinterpret_cast<const std::uint8_t*>(w.data());
     const GemmKernel kernel = gemm_kernel();
     constexpr std::size_t tile = 16;
     const std::size_t workers = std::max<std::size_t>(threads, 1);
     std::vector<std::vector<std::uint8_t>> packs(workers);
 #if ATTNTRACE_GGML_X86
-    const ggml::TileFn simd = kernel == GemmKernel::avx512_vnni ? ggml::tile_avx512_vnni
+    const ggml::TileFn simd = kernel == GemmKernel::amx           ? ggml::tile_amx
+                            : kernel == GemmKernel::avx512_vnni ? ggml::tile_avx512_vnni
                             : kernel == GemmKernel::avx2        ? ggml::tile_avx2
                                                                 : nullptr;
     if (simd)
@@ -338,11 +421,53 @@ void quantized_gemm(std::uint32_t type, std::string_view w, std::size_t n, std::
     parallel_for((n + tile - 1) / tile, workers, [&](std::size_t t, std::size_t worker) {
         const std::size_t i0 = t * tile, rows = std::min(tile, n - i0);
         if (simd)
-            simd(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, n, packs[worker].data());
+            simd(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, ldo, packs[worker].data());
         else
-            ggml::tile_scalar(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, n);
+            ggml::tile_scalar(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, ldo);
     });
 }
+
+}  // namespace
+
+void quantized_gemm(std::uint32_t type, std::string_view w, std::size_t n, std::size_t k, const float* a,
+                    std::size_t m, float* out, std::size_t threads) {
+    quantized_gemm(type, w, n, k, a, m, out, n, threads);
+}
+
+QuantizedMatrix QuantizedMatrix::row_range(std::size_t r0, std::size_t r1) const {
+    const std::size_t row = ggml_row_bytes(type, cols);
+    return {type, bytes.substr(r0 * row, (r1 - r0) * row), r1 - r0, cols};
+}
+
+void quantized_product(const QuantizedMatrix& w, const float* a, std::size_t m, float* y, std::size_t ldy,
+                       std::size_t threads) {
+    quantized_gemm(w.type, w.bytes, w.rows, w.cols, a, m, y, ldy, threads);
+}
+
+void quantized_gemm(std::uint32_t type, std::string_view w, std::size_t n, std::size_t k, const float* a,
+                    std::size_t m, float* out, std::size_t ldo, std::size_t threads) {
+    if (ldo < n) throw std::logic_error("quantized_gemm: a leading dimension less than N");
+    if (!quantized_gemm_supported(type))
+        throw InputError("quantized product: ggml type " + ggml_type_name(type) + " is not one it takes (q8_0, q4_0, q5_0, q4_1, q5_1, q4_K, q5_K, q6_K)");
+    const std::size_t row_bytes = ggml_row_bytes(type, k);
+    if (row_bytes != 0 && n > w.size() / row_bytes)
+        throw InputError("quantized product: " + std::to_string(n) + " rows of " + std::to_string(k) + " " +
+                         ggml_type_name(type) + " need " + std::to_string(row_bytes) + " bytes each, " +
+                         std::to_string(w.size()) + " given");
+    multiply(type, w, n, k, quantize_acts(type, a, m, k), out, ldo, threads);
+}
+
+void quantized_product(const QuantizedMatrix& w, const QuantizedRows& a, float* y, std::size_t ldy,
+                       std::size_t threads) {
+    if (quantized_dot_type(w.type) != a.dot_type() || w.cols != a.cols())
+        throw std::logic_error("quantized_product: activations quantized for another weight");
+    const std::size_t row_bytes = ggml_row_bytes(w.type, w.cols);
+    if (row_bytes != 0 && w.rows > w.bytes.size() / row_bytes)
+        throw InputError("quantized product: " + std::to_string(w.rows) + " rows of " + ggml_type_name(w.type) +
+                         " need " + std::to_string(row_bytes) + " bytes each, " + std::to_string(w.bytes.size()) + " given");
+    multiply(w.type, w.bytes, w.rows, w.cols, *a.view_, y, ldy, threads);
+}
+
 
 bool gemm_kernel_runs(GemmKernel kernel) {
 #if ATTNTRACE_GGML_X86
@@ -351,6 +476,10 @@ bool gemm_kernel_runs(GemmKernel kernel) {
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
     if (kernel == GemmKernel::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (kernel == GemmKernel::amx) {
+        static const bool amx = amx_usable();  // asked once: CPUID traps in a VM
+        return amx && gemm_kernel_runs(GemmKernel::avx512_vnni);
+    }
 #endif
     return kernel == GemmKernel::scalar || kernel == GemmKernel::best;
 }
@@ -364,7 +493,7 @@ void set_gemm_kernel(GemmKernel kernel) {
 GemmKernel gemm_kernel() {
     const GemmKernel k = chosen;
     if (k != GemmKernel::best) return k;
-    for (GemmKernel best : {GemmKernel::avx512_vnni, GemmKernel::avx2})
+    for (GemmKernel best : {GemmKernel::amx, GemmKernel::avx512_vnni, GemmKernel::avx2})
         if (gemm_kernel_runs(best)) return best;
     return GemmKernel::scalar;
 }

@@ -76,6 +76,10 @@ std::size_t tile_avx2_bytes(std::uint32_t type, std::size_t k);
 // instantiated in the AVX-512 file, lest the linker give a baseline file its AVX-512 copy.)
 void tile_avx512_vnni(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,
                       const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack);
+// The same with AMX tiles for the 32-element types (16 activation rows a tile product; the rows
+// past a multiple of 16, and the K types, on the AVX-512 VNNI kernel); its buffer is tile_avx512_vnni_bytes.
+void tile_amx(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,
+              const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack);
 void tile_avx2(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,
                const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack);
 

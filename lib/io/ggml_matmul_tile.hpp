@@ -32,20 +32,31 @@ constexpr int zero_of(std::uint32_t type) {
     return type == ggml_q4_0 ? 8 : type == ggml_q5_0 ? 16 : V::offset_q8_0 ? 128 : 0;
 }
 
+// ZERO: the offset the bytes get (zero_of<V>, or 0 for signed bytes: the AMX kernel's).
 template <class V>
 void pack_small(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows, std::size_t blocks,
-                std::uint8_t* pack) {
+                std::uint8_t* pack, int zero) {
     constexpr std::size_t vb = V::bytes;
-    const int zero = zero_of<V>(type);
+    if (type == ggml_q8_0 && V::pack_q8_0(w, row_bytes, rows, blocks, pack, zero)) return;
     const std::size_t block_bytes = ggml_block_bytes(type);
     std::memset(pack, 0, blocks * q8_0_vectors * vb);
     std::int8_t q[qk];
-    float m;
+    std::uint8_t u[qk];  // the block's bytes as packed, then copied 4 at a time
+    float m = 0;
     for (std::size_t i = 0; i < rows; ++i)
         for (std::size_t b = 0; b < blocks; ++b) {
             std::uint8_t* out = pack + b * q8_0_vectors * vb;
-            const float d = small_ints(type, w + i * row_bytes + b * block_bytes, q, &m);
-            for (std::size_t e = 0; e < qk; ++e) out[vb * (e / 4) + 4 * i + e % 4] = static_cast<std::uint8_t>(q[e] + zero);
+            const std::uint8_t* block = w + i * row_bytes + b * block_bytes;
+            float d;
+            if (type == ggml_q8_0) {  // d, qs[32]: the signed bytes, + 128 (the top bit flipped) where offset
+                d = fp16(block);
+                const std::uint8_t flip = zero ? 0x80 : 0;
+                for (std::size_t e = 0; e < qk; ++e) u[e] = static_cast<std::uint8_t>(block[2 + e] ^ flip);
+            } else {
+                d = small_ints(type, block, q, &m);
+                for (std::size_t e = 0; e < qk; ++e) u[e] = static_cast<std::uint8_t>(q[e] + zero);
+            }
+            for (std::size_t k4 = 0; k4 < qk / 4; ++k4) std::memcpy(out + vb * k4 + 4 * i, u + 4 * k4, 4);
             std::memcpy(out + vb * 8 + 4 * i, &d, 4);
             std::memcpy(out + vb * 9 + 4 * i, &m, 4);
         }
@@ -111,7 +122,9 @@ void pack_K(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, st
             k_ints(type, w + i * row_bytes, b, x);
             std::uint8_t* out = pack + b * L::vectors * vb;
             const int offset = type == ggml_q6_K ? 32 : 0;
-            for (std::size_t e = 0; e < qk_k; ++e) out[vb * (e / 4) + 4 * i + e % 4] = static_cast<std::uint8_t>(x.q[e] + offset);
+            std::uint8_t u[qk_k];  // the quants as packed, then copied 4 at a time
+            for (std::size_t e = 0; e < qk_k; ++e) u[e] = static_cast<std::uint8_t>(x.q[e] + offset);
+            for (std::size_t k4 = 0; k4 < qk_k / 4; ++k4) std::memcpy(out + vb * k4 + 4 * i, u + 4 * k4, 4);
             for (std::size_t s = 0; s < L::subs; ++s) std::memcpy(out + vb * (L::scales + s) + 4 * i, &x.scale[s], 4);
             for (std::size_t p = 0; p < 8; ++p) {
                 const std::int16_t pair[2] = {
@@ -209,7 +222,7 @@ void tile(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std:
     for (std::size_t i0 = 0; i0 < rows; i0 += V::lanes) {
         const std::size_t lanes = rows - i0 < V::lanes ? rows - i0 : V::lanes;
         const std::uint8_t* wi = w + i0 * row_bytes;
-        if (acts.dot_type != ggml_q8_K) pack_small<V>(type, wi, row_bytes, lanes, blocks, pack);
+        if (acts.dot_type != ggml_q8_K) pack_small<V>(type, wi, row_bytes, lanes, blocks, pack, zero_of<V>(type));
         else if (type == ggml_q6_K) pack_K<V, 16>(type, wi, row_bytes, lanes, blocks, pack);
         else pack_K<V, 32>(type, wi, row_bytes, lanes, blocks, pack);
         std::size_t j = 0;

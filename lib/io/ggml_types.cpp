@@ -139,10 +139,14 @@ template void dequantize_row<double>(std::uint32_t, std::string_view, double*, s
 
 bool ggml_kernel_runs(GgmlKernel kernel) {
 #if ATTNTRACE_GGML_X86
-    __builtin_cpu_init();
     if (kernel == GgmlKernel::avx2) {
-        unsigned a = 0, b = 0, c = 0, d = 0;  // CPUID 1: ECX bit 29 is F16C (clang 14 has no "f16c" feature name)
-        return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+        // asked once: CPUID traps to the hypervisor in a VM (1% of a forward when asked per row)
+        static const bool avx2 = [] {
+            __builtin_cpu_init();
+            unsigned a = 0, b = 0, c = 0, d = 0;  // CPUID 1: ECX bit 29 is F16C (clang 14 has no "f16c" feature name)
+            return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+        }();
+        return avx2;
     }
 #endif
     return kernel == GgmlKernel::scalar || kernel == GgmlKernel::best;

@@ -352,8 +352,97 @@ bool point_in_place(const CheckpointLayer& layer, const TensorSpec& spec, const 
         return true;
     }
     const Shape q = part_shape(stored.shape, spec, 0), k = part_shape(stored.shape, spec, 1);  // (out, in)
-    w.attn.in_proj = StackedInProj<T>{data, q[0], k[0], part_shape(stored.shape, spec, 2)[0], q[1], conv1d};
+    w.attn.in_proj = StackedInProj<T>{data, q[0], k[0], part_shape(stored.shape, spec, 2)[0], q[1], conv1d, {}};
     w.attn.w_q = Array<T>{}, w.attn.w_k = Array<T>{}, w.attn.w_v = Array<T>{};
+    return true;
+}
+
+// A stored tensor of the in-projections kept quantized: its rows are columns [COLUMN, COLUMN + rows)
+// of the stacked projection, each head's P of them permuted for llama.cpp's rotary when HEADS > 0.
+struct QuantizedPart {
+    QuantizedMatrix w;
+    std::size_t column = 0, heads = 0;
+};
+
+// SPEC's weight as its quantized bytes where a float32 forward multiplies by them (ModelSource::quantized).
+template <class T>
+std::optional<QuantizedMatrix> quantized_weight(const CheckpointLayer& layer, const TensorSpec& spec,
+                                                const StoredTensor& stored) {
+    if constexpr (!std::is_same_v<T, float>) return std::nullopt;
+    if (stored.shape.size() != 2 || spec.fused == Fused::per_head || spec.offset != 0 || spec.stored == Stored::conv1d)
+        return std::nullopt;
+    return layer.files->quantized(stored.name);
+}
+
+bool in_projection(Canonical c) { return c == Canonical::w_q || c == Canonical::w_k || c == Canonical::w_v; }
+
+// Y's columns [C, C + H*P) (ROWS rows at LDY), computed with W_q's (or W_k's) rows as
+// convert_hf_to_gguf.py permuted them, put in the Hugging Face order (unpermute_rotary's).
+void unpermute_columns(float* y, std::size_t rows, std::size_t ldy, std::size_t c, std::size_t width,
+                       std::size_t heads) {
+    const std::size_t p = width / heads, half = p / 2;
+    std::vector<float> head(p);
+    for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t h = 0; h < heads; ++h) {
+            float* at = y + r * ldy + c + h * p;
+            std::copy_n(at, p, head.begin());
+            for (std::size_t i = 0; i < half; ++i)
+                for (std::size_t s = 0; s < 2; ++s) at[s * half + i] = head[2 * i + s];
+        }
+}
+
+// Y (N, q + k + v rows) at LDY := X (N, E) · [W_q; W_k; W_v]ᵀ over PARTS, X quantized once for each dot type.
+void quantized_in_projection(const std::vector<QuantizedPart>& parts, const float* x, std::size_t n, float* y,
+                             std::size_t ldy, std::size_t threads) {
+    std::optional<QuantizedRows> xq;
+    for (const QuantizedPart& part : parts) {
+        if (!xq || xq->dot_type() != quantized_dot_type(part.w.type))
+            xq = quantize_rows(part.w.type, x, n, part.w.cols, threads);
+        quantized_product(part.w, *xq, y + part.column, ldy, threads);
+        if (part.heads) unpermute_columns(y, n, ldy, part.column, part.w.rows, part.heads);
+    }
+}
+
+// W's q, k and v as attn.in_proj's product over their quantized bytes when the file holds every
+// one of SPECS' in-projections so: true when it could be.
+template <class T>
+bool quantize_in_projection(const CheckpointLayer& layer, const std::vector<TensorSpec>& specs, LayerWeights<T>& w) {
+    std::vector<QuantizedPart> parts;
+    std::size_t rows[3] = {};  // H*P, G*P, G*Pv
+    for (const TensorSpec& wanted : specs) {
+        if (!in_projection(wanted.feeds.front())) continue;
+        const TensorSpec spec = as_stored(*layer.files, *layer.config.family, wanted);
+        const auto stored = std::find_if(layer.tensors.begin(), layer.tensors.end(),
+                                         [&](const StoredTensor& t) { return t.role == spec.role; });
+        const auto q = quantized_weight<T>(layer, spec, *stored);
+        if (!q || (spec.rotary_permuted && spec.feeds.size() != 1)) return false;
+        const std::size_t first = spec.feeds.front() == Canonical::w_q ? 0 : spec.feeds.front() == Canonical::w_k ? 1 : 2;
+        for (std::size_t i = 0; i < spec.feeds.size(); ++i) rows[first + i] = part_shape(stored->shape, spec, i)[0];
+        const std::size_t heads = !spec.rotary_permuted ? 0 : first == 0 ? layer.config.heads : layer.config.kv_heads;
+        parts.push_back({*q, first, heads});  // the column is set below, from the parts' rows
+    }
+    if (parts.empty()) return false;
+    const std::size_t column[3] = {0, rows[0], rows[0] + rows[1]};
+    for (QuantizedPart& part : parts) part.column = column[part.column];
+    if constexpr (std::is_same_v<T, float>)
+        w.attn.in_proj = StackedInProj<T>{nullptr, rows[0], rows[1], rows[2], parts.front().w.cols, false,
+                                          [parts](const T* x, std::size_t n, T* y, std::size_t ldy, std::size_t threads) {
+                                              quantized_in_projection(parts, x, n, y, ldy, threads);
+                                          }};
+    w.attn.w_q = Array<T>{}, w.attn.w_k = Array<T>{}, w.attn.w_v = Array<T>{};
+    return true;
+}
+
+// SPEC's output projection kept as its quantized bytes (LayerWeights::w_o_quantized): true when it could be.
+template <class T>
+bool quantize_output_projection(const CheckpointLayer& layer, const TensorSpec& spec, const StoredTensor& stored,
+                                LayerWeights<T>& w) {
+    if (spec.feeds.size() != 1 || spec.feeds.front() != Canonical::w_o) return false;
+    const auto q = quantized_weight<T>(layer, spec, stored);
+    if (!q) return false;
+    w.w_o_quantized = q;
+    w.attn.w_o.reset();
+    w.attn.w_o_in_place = WeightInPlace<T>{nullptr, q->rows, q->cols, false};
     return true;
 }
 
@@ -364,9 +453,10 @@ void load_layer_weights(const CheckpointLayer& layer, LayerWeights<T>& w, bool i
     w.attn.scheme = layer.config.model_type;
     w.attn.source = layer.dir;
     w.attn.names.clear();
-    w.attn.in_proj.reset(), w.attn.w_o_in_place.reset();
+    w.attn.in_proj.reset(), w.attn.w_o_in_place.reset(), w.w_o_quantized.reset();
     const Family& family = *layer.config.family;
     const std::vector<TensorSpec> specs = family.attention_tensors(layer.config);
+    const bool quantized_in = in_place && quantize_in_projection(layer, specs, w);
     // The projections first, then the norms: the order the trace lists the names in.
     for (const bool norms : {false, true})
         for (const TensorSpec& wanted : specs) {
@@ -375,6 +465,8 @@ void load_layer_weights(const CheckpointLayer& layer, LayerWeights<T>& w, bool i
             const auto stored = std::find_if(layer.tensors.begin(), layer.tensors.end(),
                                              [&](const StoredTensor& t) { return t.role == spec.role; });
             w.attn.names.push_back(stored->name);
+            if (quantized_in && in_projection(spec.feeds.front())) continue;
+            if (in_place && quantize_output_projection(layer, spec, *stored, w)) continue;
             if (in_place && point_in_place(layer, spec, *stored, w)) continue;
             if (spec.feeds.size() == 1 && spec.stored == Stored::linear)
                 read_whole(layer, spec, *stored, w);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "attntrace/io/ggml_types.hpp"
 #include "attntrace/model/activations.hpp"
 #include "attntrace/model/norms.hpp"
 #include "attntrace/tensor/errors.hpp"
@@ -188,12 +189,24 @@ Array<T> head_outputs(const Array<T>& z, const WeightView<T>& w_o, std::size_t h
     return out;
 }
 
-// The output projection (E, H*Pv) of P as the products read it: w_o, or where the file holds it.
+// The output projection (E, H*Pv) of W as the products read it: w_o, where the file holds it, or
+// its quantized bytes.
 template <class T>
-WeightView<T> output_projection(const MhaParams<T>& p) {
+WeightView<T> output_projection(const LayerWeights<T>& w) {
+    const MhaParams<T>& p = w.attn;
     const T* b_o = p.b_o ? p.b_o->data() : nullptr;
-    if (const auto& w = p.w_o_in_place) return {w->data, w->out, w->in, w->conv1d, b_o};
+    if (w.w_o_quantized) return {nullptr, w.w_o_quantized->rows, w.w_o_quantized->cols, false, b_o, &*w.w_o_quantized};
+    if (const auto& in_place = p.w_o_in_place) return {in_place->data, in_place->out, in_place->in, in_place->conv1d, b_o};
     return {p.w_o->data(), p.w_o->shape()[0], p.w_o->shape()[1], false, b_o};
+}
+
+// W_o dequantized (E, H*Pv) where it is kept quantized, for head_outputs' column blocks.
+template <class T>
+std::optional<Array<T>> dequantized(const WeightView<T>& w_o) {
+    if (!w_o.quantized) return std::nullopt;
+    Array<T> w = Array<T>::from_shape({w_o.out, w_o.in});
+    dequantize_row(w_o.quantized->type, w_o.quantized->bytes, w.data(), w.size());
+    return w;
 }
 
 // attention: layer C's self-attention on IN (B*L, E) (already through its norm), as mha --model
@@ -224,9 +237,12 @@ Array<T> attention(Array<T>& in, const BlockWeights<T>& w, const LayerConfig& c,
     Array<T> z = std::move(r.output);
     z.reshape({a.rows(), z.size() / a.rows()});
     report_site(observer, Site::z, c.layer, z, a, c.heads);
-    const WeightView<T> w_o = output_projection(w.attention.attn);
+    const WeightView<T> w_o = output_projection(w.attention);
     if (observer.wants_site(Site::head_out, c.layer)) {
-        Array<T> per_head = head_outputs(z, w_o, c.heads, a.threads);
+        const std::optional<Array<T>> w_o_values = dequantized(w_o);
+        WeightView<T> dense = w_o;
+        if (w_o_values) dense.w = w_o_values->data(), dense.quantized = nullptr;
+        Array<T> per_head = head_outputs(z, dense, c.heads, a.threads);
         report_site(observer, Site::head_out, c.layer, per_head, a, c.heads, w_o.bias);
     }
     Array<T> out = Array<T>::from_shape({a.rows(), a.e});
@@ -244,10 +260,13 @@ template <class T>
 void mlp(const ModelConfig& m, const BlockWeights<T>& w, const T* in, T* out, T beta, Activations<T>& a) {
     T* h = a.hidden.data();
     const auto bias = [](const Linear<T>& l, std::size_t c0) { return l.b ? l.b->data() + c0 : nullptr; };
+    const WeightView<T> first = view_of(w.gate ? *w.gate : w.fc_in), up = view_of(w.fc_in);
+    const auto first_q = quantized_input(in, a.rows(), first, a.threads);  // in quantized once (quantized weights)
+    const auto up_q = w.gate ? quantized_input(in, a.rows(), up, a.threads, first_q) : std::nullopt;
     split_product(a.rows(), a.i, a.threads, [&](std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
-        product(in, r0, r1, c0, c1, view_of(w.gate ? *w.gate : w.fc_in), h, a.i, T(0));
+        product(in, r0, r1, c0, c1, first, h, a.i, T(0), first_q);
         if (!w.gate) return activate(m.activation, h + r0 * a.i + c0, r1 - r0, c1 - c0, a.i, bias(w.fc_in, c0));
-        product(in, r0, r1, c0, c1, view_of(w.fc_in), a.up.data(), a.i, T(0));
+        product(in, r0, r1, c0, c1, up, a.up.data(), a.i, T(0), up_q);
         activate_gated(m.activation, h + r0 * a.i + c0, a.i, a.up.data() + r0 * a.i + c0, a.i, r1 - r0, c1 - c0,
                        bias(*w.gate, c0), bias(w.fc_in, c0));
     });

@@ -1,8 +1,11 @@
 // A GGUF file as a model source (gguf_source.hpp).
 #include "gguf_source.hpp"
 
+#include <atomic>
 #include <filesystem>
 
+#include "attntrace/io/file_bytes.hpp"
+#include "attntrace/io/ggml_types.hpp"
 #include "attntrace/tensor/errors.hpp"
 
 namespace attntrace {
@@ -27,7 +30,12 @@ std::string gguf_architectures() {
     return out;
 }
 
+std::atomic<GgufProducts> products{GgufProducts::quantized};
+
 }  // namespace
+
+void set_gguf_products(GgufProducts p) { products = p; }
+GgufProducts gguf_products() { return products; }
 
 GgufSource::GgufSource(const std::string& path) : files_(GgufFiles::open(path)) {
     for (const GgufTensor& t : files_->tensors())
@@ -94,6 +102,15 @@ void GgufSource::rows(const std::string& name, std::size_t r0, std::size_t r1, d
 
 const void* GgufSource::resident(const std::string& name, std::size_t r0, std::size_t r1, std::size_t element) {
     return element == sizeof(float) ? files_->in_place(tensor(name), r0, r1) : nullptr;
+}
+
+std::optional<QuantizedMatrix> GgufSource::quantized(const std::string& name) {
+    const GgufTensor& t = tensor(name);
+    if (gguf_products() != GgufProducts::quantized || t.shape.size() != 2 || !quantized_gemm_supported(t.type) ||
+        t.shape[1] % ggml_block_size(t.type) != 0)
+        return std::nullopt;
+    const char* at = files_->bytes(t).resident(t.offset, t.nbytes);
+    return QuantizedMatrix{t.type, std::string_view(at, t.nbytes), t.shape[0], t.shape[1]};
 }
 
 void GgufSource::release(const std::string& name, std::size_t r0, std::size_t r1) { files_->release(tensor(name), r0, r1); }

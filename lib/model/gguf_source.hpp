@@ -38,6 +38,7 @@ public:
     const GgufFiles* gguf() const override { return files_.get(); }
     void adjust(LayerConfig& c) override;
     void release(const std::string& name, std::size_t r0 = 0, std::size_t r1 = SIZE_MAX) override;
+    std::optional<QuantizedMatrix> quantized(const std::string& name) override;
 
 private:
     const GgufTensor& tensor(const std::string& name) const;

@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include <algorithm>
+#include <optional>
+#include <type_traits>
 
 #include "attntrace/model/activations.hpp"
 #include "attntrace/model/forward.hpp"
@@ -32,7 +34,7 @@ Array<T> mlm_transform(const Model& model, const Array<T>& x, std::size_t thread
     const auto dense = load_small<T>(t, t.head, Canonical::head_dense);
     const auto dense_bias = load_small<T>(t, t.head, Canonical::head_dense_bias);
     Array<T> y = Array<T>::from_shape({rows, m.hidden});
-    linear(x.data(), rows, WeightView<T>{dense->data(), m.hidden, m.hidden, false, dense_bias ? dense_bias->data() : nullptr},
+    linear(x.data(), rows, WeightView<T>{dense->data(), m.hidden, m.hidden, false, dense_bias ? dense_bias->data() : nullptr, nullptr},
            y.data(), m.hidden, T(0), threads);
     activate(m.head_activation, y.data(), rows, m.hidden, m.hidden, nullptr);
     const auto w = load_small<T>(t, t.head, Canonical::head_norm_weight);
@@ -47,6 +49,13 @@ const ModelTensor& head_weight(const Model& model) {
     const ModelTensors& t = *model.tensors;
     return model.config.tied ? *ModelTensors::find(t.embeddings, Canonical::token_embedding)
                               : *ModelTensors::find(t.head, Canonical::head_decoder);
+}
+
+// The head's weight W as its quantized bytes where a float32 forward multiplies by them so.
+template <class T>
+std::optional<QuantizedMatrix> quantized_head(const ModelTensors& t, const ModelTensor& w) {
+    if constexpr (!std::is_same_v<T, float>) return std::nullopt;
+    return t.files->quantized(w.stored.name);
 }
 
 void require_head(const Model& model) {
@@ -79,13 +88,21 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T*
     // the pages first, all at once (a file's shared mapping: 14 ms for 51 MB on 2 threads here,
     // against 30 ms more as page faults amid the products, docs/performance.md)
     populate_for_writing(logits, p * v * sizeof(T), threads);
-    const T* in_file = t.files->in_place<T>(w->stored.name, 0, 0);  // each block's pages mapped by its task
-    std::vector<std::vector<T>> staged(in_file ? 0 : threads, std::vector<T>(kHeadRows * e));
+    const std::optional<QuantizedMatrix> quantized = quantized_head<T>(t, *w);  // multiplied as its bytes
+    const T* in_file = quantized ? nullptr : t.files->in_place<T>(w->stored.name, 0, 0);  // each block's pages mapped by its task
+    std::optional<QuantizedRows> x_quantized;  // X's rows quantized once for every block
+    if constexpr (std::is_same_v<T, float>)
+        if (quantized) x_quantized = quantize_rows(quantized->type, x.data(), p, e, threads);
+    std::vector<std::vector<T>> staged(in_file || quantized ? 0 : threads, std::vector<T>(kHeadRows * e));
     parallel_for(blocks, threads, [&](std::size_t blk, std::size_t worker) {
         const std::size_t v0 = blk * kHeadRows, v1 = std::min(v, v0 + kHeadRows);
-        const T* rows = in_file ? t.files->in_place<T>(w->stored.name, v0, v1) : staged[worker].data();
-        if (!in_file) t.files->read_rows(w->stored.name, v0, v1, staged[worker].data());
-        gemm<T>(false, true, p, v1 - v0, e, T(1), x.data(), e, rows, e, T(0), logits + v0, v);
+        if constexpr (std::is_same_v<T, float>)
+            if (quantized) quantized_product(quantized->row_range(v0, v1), *x_quantized, logits + v0, v, 1);
+        if (!quantized) {
+            const T* rows = in_file ? t.files->in_place<T>(w->stored.name, v0, v1) : staged[worker].data();
+            if (!in_file) t.files->read_rows(w->stored.name, v0, v1, staged[worker].data());
+            gemm<T>(false, true, p, v1 - v0, e, T(1), x.data(), e, rows, e, T(0), logits + v0, v);
+        }
         if (bias)
             for (std::size_t r = 0; r < p; ++r)
                 for (std::size_t c = v0; c < v1; ++c) logits[r * v + c] += bias->data()[c];
@@ -93,7 +110,7 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T*
             for (std::size_t r = 0; r < p; ++r)
                 for (std::size_t c = v0; c < v1; ++c)
                     logits[r * v + c] = std::tanh(logits[r * v + c] / T(*m.final_softcap)) * T(*m.final_softcap);
-        if (in_file) t.files->release(w->stored.name, v0, v1);
+        if (in_file || quantized) t.files->release(w->stored.name, v0, v1);
     });
     return held;
 }

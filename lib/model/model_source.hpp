@@ -9,12 +9,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <type_traits>
 
 #include <nlohmann/json.hpp>
 
+#include "attntrace/io/ggml_matmul.hpp"
 #include "attntrace/model/checkpoint.hpp"
 #include "attntrace/model/model.hpp"
 #include "attntrace/tensor/tensor.hpp"
@@ -77,6 +79,14 @@ public:
     const T* in_place(const std::string& name, std::size_t r0 = 0, std::size_t r1 = SIZE_MAX) {
         static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
         return static_cast<const T*>(resident(name, r0, r1, sizeof(T)));
+    }
+    // NAME, a 2-D weight (out, in) that a float32 forward multiplies by as its quantized bytes,
+    // where they lie (mapped, their pages read in; valid while the source lives): a GGUF tensor of
+    // a type quantized_gemm takes, unless gguf_products() is float32; nullopt otherwise (read it
+    // converted). release() drops the pages.
+    virtual std::optional<QuantizedMatrix> quantized(const std::string& name) {
+        (void)name;
+        return std::nullopt;
     }
     // Drops the pages of rows [R0, R1) of NAME (all of it by default) from memory, when mapped.
     virtual void release(const std::string& name, std::size_t r0 = 0, std::size_t r1 = SIZE_MAX) = 0;

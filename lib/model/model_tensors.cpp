@@ -2,6 +2,7 @@
 #include "model_tensors.hpp"
 
 #include <stdexcept>
+#include <type_traits>
 
 namespace attntrace {
 
@@ -34,6 +35,7 @@ T* slot(BlockWeights<T>& w, Canonical what, const Shape& shape, bool conv1d) {
     auto linear = [&](Linear<T>& l) {
         l.conv1d = conv1d;
         l.in_file = nullptr;
+        l.quantized.reset();
         if (shape_of(l.w) != shape) l.w = Array<T>::from_shape(shape);
         return l.w.data();
     };
@@ -56,6 +58,14 @@ T* slot(BlockWeights<T>& w, Canonical what, const Shape& shape, bool conv1d) {
     }
 }
 
+// M's weight as its quantized bytes where a float32 forward multiplies by them so (ModelSource::quantized).
+template <class T>
+std::optional<QuantizedMatrix> quantized(const ModelTensors& t, const ModelTensor& m) {
+    if constexpr (!std::is_same_v<T, float>) return std::nullopt;
+    if (m.spec.stored == Stored::conv1d || m.spec.offset != 0 || m.stored.shape.size() != 2) return std::nullopt;
+    return t.files->quantized(m.stored.name);
+}
+
 // The parts of a stacked (parts * rows, in) weight M, each into its Linear of W: rows read in place
 // when the file holds T, else converted.
 template <class T>
@@ -65,8 +75,10 @@ void load_parts(const ModelTensors& t, const ModelTensor& m, BlockWeights<T>& w)
     for (std::size_t i = 0; i < parts; ++i) {
         const std::size_t rows = m.spec.split.empty() ? m.stored.shape[0] / parts : m.spec.split[i];
         Linear<T>& l = *linear_of(w, m.spec.feeds[i]);
-        if (const T* in_file = t.files->in_place<T>(m.stored.name, r0, r0 + rows)) {
-            l = Linear<T>{Array<T>{}, std::move(l.b), false, in_file, Shape{rows, in}};
+        if (const auto q = quantized<T>(t, m)) {
+            l = Linear<T>{Array<T>{}, std::move(l.b), false, nullptr, Shape{rows, in}, q->row_range(r0, r0 + rows)};
+        } else if (const T* in_file = t.files->in_place<T>(m.stored.name, r0, r0 + rows)) {
+            l = Linear<T>{Array<T>{}, std::move(l.b), false, in_file, Shape{rows, in}, std::nullopt};
         } else {
             t.files->read_rows(m.stored.name, r0, r0 + rows, slot(w, m.spec.feeds[i], Shape{rows, in}, false));
         }
@@ -87,8 +99,13 @@ void load_block(const ModelTensors& t, std::size_t layer, BlockWeights<T>& w) {
         }
         Linear<T>* l = m.stored.shape.size() == 2 ? linear_of(w, m.spec.feeds.front()) : nullptr;
         if (l)
+            if (const auto q = quantized<T>(t, m)) {
+                *l = Linear<T>{Array<T>{}, std::move(l->b), false, nullptr, m.stored.shape, q};
+                continue;
+            }
+        if (l)
             if (const T* in_file = t.files->in_place<T>(m.stored.name)) {
-                *l = Linear<T>{Array<T>{}, std::move(l->b), conv1d, in_file, m.stored.shape};
+                *l = Linear<T>{Array<T>{}, std::move(l->b), conv1d, in_file, m.stored.shape, std::nullopt};
                 continue;
             }
         T* into = slot(w, m.spec.feeds.front(), m.stored.shape, conv1d);

@@ -55,9 +55,14 @@ struct Linear {
     bool conv1d = false;           // W is (in, out)
     const T* in_file = nullptr;    // W read in place from the checkpoint (already T), of shape `shape`
     Shape shape;
+    std::optional<QuantizedMatrix> quantized;  // (out, in) W as a GGUF file's quantized bytes, instead of w
     const T* weight() const { return in_file ? in_file : w.data(); }
-    std::size_t out() const { return in_file ? shape[conv1d ? 1 : 0] : w.shape()[conv1d ? 1 : 0]; }
-    std::size_t in() const { return in_file ? shape[conv1d ? 0 : 1] : w.shape()[conv1d ? 0 : 1]; }
+    std::size_t out() const {
+        return quantized ? quantized->rows : in_file ? shape[conv1d ? 1 : 0] : w.shape()[conv1d ? 1 : 0];
+    }
+    std::size_t in() const {
+        return quantized ? quantized->cols : in_file ? shape[conv1d ? 0 : 1] : w.shape()[conv1d ? 0 : 1];
+    }
 };
 
 // One block's weights in the compute type: its attention as mha --model runs it, and the rest.
@@ -87,7 +92,9 @@ void add_offset(const TensorSpec& spec, T* data, const Shape& shape) {
 // Layer N's block into W, each array of W reused when it has the shape needed (the previous
 // layer's: its pages are present, so nothing is faulted in and zeroed again).
 // A linear layer's weight already stored as T (a float32 checkpoint run in float32) is read in
-// place from the file's pages, not copied: release_block drops them once the layer has run.
+// place from the file's pages, not copied: release_block drops them once the layer has run. So is
+// one a float32 forward multiplies by as its quantized bytes (ModelSource::quantized: a GGUF
+// file's q8_0 ... q6_K weights), the attention's projections included (LayerWeights).
 template <class T>
 void load_block(const ModelTensors& tensors, std::size_t layer, BlockWeights<T>& w);
 void release_block(const ModelTensors& tensors, std::size_t layer);

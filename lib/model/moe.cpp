@@ -71,7 +71,7 @@ public:
                 t.files->read_into(m.stored.name, buffers[i].data());
                 w = buffers[i].data();
             }
-            *views[i] = {w, m.stored.shape[0], m.stored.shape[1], false, nullptr};
+            *views[i] = {w, m.stored.shape[0], m.stored.shape[1], false, nullptr, nullptr};
         }
     }
     ~ExpertWeights() {

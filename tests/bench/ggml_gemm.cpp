@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
     const std::string w = read(argv[2]), a_bytes = read(argv[3]);
     const std::size_t n = std::stoul(argv[4]), k = std::stoul(argv[5]), m = std::stoul(argv[6]);
     const std::size_t threads = std::stoul(argv[7]);
-    for (GemmKernel kernel : {GemmKernel::best, GemmKernel::scalar, GemmKernel::avx2, GemmKernel::avx512_vnni})
+    for (GemmKernel kernel : {GemmKernel::best, GemmKernel::scalar, GemmKernel::avx2, GemmKernel::avx512_vnni, GemmKernel::amx})
         if (gemm_kernel_name(kernel) == argv[8]) set_gemm_kernel(kernel);
     std::vector<float> a(m * k), out(m * n);
     std::copy(a_bytes.data(), a_bytes.data() + std::min(a_bytes.size(), a.size() * 4), reinterpret_cast<char*>(a.data()));

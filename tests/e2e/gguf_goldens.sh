@@ -3,17 +3,25 @@
 # llama, Mistral's and Llama 3's files, qwen2, qwen3, gpt2, gemma, gemma2, gemma3, phi3; f32, f16,
 # bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K ... q6_K, iq4_xs, a q4_K_M mix, a split model)
 # against their goldens:
-#   - model --ids: hidden_states, attentions and logits equal hf_model.py's float64 forward on the
-#     weights ggml itself dequantizes (rtol 1e-4, atol 1e-5 x the largest golden magnitude in f32;
-#     rtol 1e-9, atol 1e-10 in f64), as the checkpoint goldens (model_goldens.sh);
-#   - the logits agree with llama.cpp's own on the same file within what llama.cpp's quantized
+#   - model --ids on the dequantized path (ATTNTRACE_GGUF_PRODUCTS=float32, and --dtype f64):
+#     hidden_states, attentions and logits equal hf_model.py's float64 forward on the weights ggml
+#     itself dequantizes (rtol 1e-4, atol 1e-5 x the largest golden magnitude in f32; rtol 1e-9,
+#     atol 1e-10 in f64), as the checkpoint goldens (model_goldens.sh);
+#   - its logits agree with llama.cpp's own on the same file within what llama.cpp's quantized
 #     products change: max |ours - llama.cpp| <= the measured max |llama.cpp - reference|
 #     (cases.json) + 1e-4 x the largest logit;
+#   - the default, quantized path (products over the quantized weights, activations rounded to 8
+#     bits as ggml rounds them) agrees with llama.cpp's own logits within 1e-4 x the largest logit
+#     where every weight is f32 or of a type quantized_gemm takes and the family has no GELU
+#     (measured: at most 3e-6, the float sums' order); elsewhere (f16, bf16, iq4_nl, q2_K, q3_K,
+#     iq4_xs weights, which llama.cpp multiplies with activations rounded to f16 or q8_K; GELU,
+#     which ggml takes from an fp16 table) within the dequantized path's bound;
+#   - the same on every quantized-product kernel the CPU runs (scalar, AVX2, AVX-512 VNNI, AMX);
 #   - mha --model FILE.gguf --layer N equals the golden attention of layer N, one case per
 #     architecture;
 #   - info --format json names the architecture, the layers and each tensor type's count;
-#   - no output over the file, and lens, ablate and attribute taking a GGUF MODEL (--text on GGUF
-#     files: gguf_text.sh).
+#   - a bad ATTNTRACE_GGUF_PRODUCTS or ATTNTRACE_GEMM_KERNEL refused (exit 2), no output over the
+#     file, and lens, ablate and attribute taking a GGUF MODEL (--text on GGUF files: gguf_text.sh).
 # Env: ATTNTRACE (binary), SRC (repo root), PYTHON (/usr/bin/python3 with numpy).
 source "$(dirname "${BASH_SOURCE[0]}")/golden_common.bash"
 CASES="$SRC/tests/fixtures/gguf"
@@ -53,7 +61,7 @@ for dir in "$CASES"/*/; do
     for dtype in f32 f64; do
         if [[ $dtype == f32 ]]; then rtol=1e-4 atol=1e-5; else rtol=1e-9 atol=1e-10; fi
         rm -f "$work"/{h,a,l}.npy
-        if ! "$ATTNTRACE" model "$file" --ids "$dir/ids.npy" --dtype $dtype --hidden-states "$work/h.npy" \
+        if ! ATTNTRACE_GGUF_PRODUCTS=float32 "$ATTNTRACE" model "$file" --ids "$dir/ids.npy" --dtype $dtype --hidden-states "$work/h.npy" \
             --attentions "$work/a.npy" --logits "$work/l.npy" --top 0 < /dev/null > "$work/out" 2> "$work/err"; then
             fail "$name/$dtype" "exit $?: $(cat "$work/err")"
             continue
@@ -64,12 +72,26 @@ for dir in "$CASES"/*/; do
         close "$name/$dtype logits" "$work/l.npy" "$gold/logits.npy" $rtol $atol || ok=0
         [[ $ok == 1 ]] && passed=$((passed + 1)) || failed=$((failed + 1))
     done
-    # llama.cpp's own logits, within what its quantized products change
-    "$ATTNTRACE" model "$file" --ids "$dir/ids.npy" --logits "$work/l.npy" --top 0 < /dev/null > /dev/null 2>&1
-    bound=$("$PYTHON" -c 'import sys; print(float(sys.argv[1]) + 1e-4 * max(1.0, float(sys.argv[2])))' \
-        "$(case_field "$name" llama_cpp_vs_reference)" "$(case_field "$name" logits_max_abs)")
-    close "$name vs llama.cpp" "$work/l.npy" "$gold/llama_cpp_logits.npy" 0 0 "$bound" && passed=$((passed + 1)) ||
-        failed=$((failed + 1))
+    # llama.cpp's own logits, within what its quantized products change (float32), or within
+    # 1e-4 x the largest logit where the quantized path rounds as llama.cpp does (quantized)
+    for products in float32 quantized; do
+        rm -f "$work/l.npy"
+        ATTNTRACE_GGUF_PRODUCTS=$products "$ATTNTRACE" model "$file" --ids "$dir/ids.npy" --logits "$work/l.npy" \
+            --top 0 < /dev/null > /dev/null 2>&1
+        bound=$("$PYTHON" - "$CASES/cases.json" "$name" $products <<'PY'
+import json, sys
+case = {c["name"]: c for c in json.load(open(sys.argv[1]))["cases"]}[sys.argv[2]]
+scale = 1e-4 * max(1.0, case["logits_max_abs"])
+# the types the quantized path multiplies as llama.cpp does (quantized_gemm's, and f32)
+same = set(case["tensor_types"]) <= {"f32", "q8_0", "q4_0", "q5_0", "q4_1", "q5_1", "q4_k", "q5_k", "q6_k"}
+gelu = case["architecture"] in ("gpt2", "gemma", "gemma2", "gemma3")  # ggml's GELU: an fp16 table
+exact = sys.argv[3] == "quantized" and same and not gelu
+print(scale if exact else case["llama_cpp_vs_reference"] + scale)
+PY
+)
+        close "$name ($products) vs llama.cpp" "$work/l.npy" "$gold/llama_cpp_logits.npy" 0 0 "$bound" &&
+            passed=$((passed + 1)) || failed=$((failed + 1))
+    done
     # info --format json: the architecture, the layers, the tensor types and their counts
     if "$ATTNTRACE" info --format json "$file" > "$work/info.json" 2> "$work/err" &&
         "$PYTHON" - "$work/info.json" "$CASES/cases.json" "$name" "$gold/attentions.npy" <<'PY'; then
@@ -88,6 +110,23 @@ PY
     else
         fail "$name info" "$(cat "$work/err")"
     fi
+done
+
+# The quantized path on every kernel this CPU runs (ATTNTRACE_GEMM_KERNEL): each within the same
+# tight bound of llama.cpp's logits (a kernel the CPU cannot run is refused, exit 2, and skipped)
+for name in llama_q8_0 qwen2_q4_1 llama256_q4_k_m; do
+    dir="$CASES/$name"
+    bound=$("$PYTHON" -c 'import json, sys; c = {c["name"]: c for c in json.load(open(sys.argv[1]))["cases"]}[sys.argv[2]]; print(1e-4 * max(1.0, c["logits_max_abs"]))' \
+        "$CASES/cases.json" "$name")
+    for kernel in scalar avx2 avx512_vnni amx; do
+        rm -f "$work/l.npy"
+        code=0
+        ATTNTRACE_GEMM_KERNEL=$kernel "$ATTNTRACE" model "$dir/model.gguf" --ids "$dir/ids.npy" --logits "$work/l.npy" \
+            --top 0 < /dev/null > /dev/null 2> "$work/err" || code=$?
+        if [[ $code == 2 ]] && grep -q "cannot run" "$work/err"; then continue; fi
+        close "$name ($kernel) vs llama.cpp" "$work/l.npy" "$dir/golden/llama_cpp_logits.npy" 0 0 "$bound" &&
+            passed=$((passed + 1)) || failed=$((failed + 1))
+    done
 done
 
 # mha --model FILE.gguf --layer N: layer N's attention as the whole model computes it
@@ -122,6 +161,10 @@ expect() {  # NAME CODE TEXT CMD...: CMD exits CODE, its one stderr line holding
         passed=$((passed + 1))
     fi
 }
+expect "ATTNTRACE_GEMM_KERNEL=fast" 2 "ATTNTRACE_GEMM_KERNEL: 'fast' is not one of best, scalar, avx2, avx512_vnni, amx" \
+    env ATTNTRACE_GEMM_KERNEL=fast "$ATTNTRACE" model "$file" --ids 1,2
+expect "ATTNTRACE_GGUF_PRODUCTS=fast" 2 "ATTNTRACE_GGUF_PRODUCTS: 'fast' is not one of quantized, float32" \
+    env ATTNTRACE_GGUF_PRODUCTS=fast "$ATTNTRACE" model "$file" --ids 1,2
 cp "$file" "$work/m.gguf"
 expect "model --logits over the file" 4 "refusing to overwrite an input file" \
     "$ATTNTRACE" model "$work/m.gguf" --ids 1,2 --logits "$work/m.gguf"

@@ -83,7 +83,7 @@ std::vector<Product> products() {
 
 std::vector<GemmKernel> kernels_here() {
     std::vector<GemmKernel> kernels;
-    for (GemmKernel k : {GemmKernel::scalar, GemmKernel::avx2, GemmKernel::avx512_vnni})
+    for (GemmKernel k : {GemmKernel::scalar, GemmKernel::avx2, GemmKernel::avx512_vnni, GemmKernel::amx})
         if (gemm_kernel_runs(k)) kernels.push_back(k);
         else MESSAGE("this CPU does not run the " << gemm_kernel_name(k) << " kernel: not compared");
     return kernels;
@@ -171,6 +171,66 @@ TEST_CASE("quantized products: many rows, any thread count, every kernel the sam
                 }
             }
         }
+    }
+}
+
+TEST_CASE("the AMX kernel gives the AVX-512 VNNI kernel's floats (16 rows a tile, the rest on VNNI)") {
+    if (!gemm_kernel_runs(GemmKernel::amx)) {
+        MESSAGE("this CPU (or its kernel) does not run AMX: not compared");
+        return;
+    }
+    for (const Product& p : products()) {
+        const std::size_t m = 37;  // two tiles of 16 activation rows and 5 rows on VNNI
+        std::vector<float> a(m * p.k);
+        for (std::size_t j = 0; j < m; ++j)
+            for (std::size_t e = 0; e < p.k; ++e) a[j * p.k + e] = p.a[(j % p.m) * p.k + e] * (1.0f - 0.125f * float(j / p.m));
+        std::vector<float> vnni(m * p.n), amx(m * p.n);
+        {
+            const KernelScope scope(GemmKernel::avx512_vnni);
+            quantized_gemm(p.type, p.w, p.n, p.k, a.data(), m, vnni.data(), 2);
+        }
+        {
+            const KernelScope scope(GemmKernel::amx);
+            quantized_gemm(p.type, p.w, p.n, p.k, a.data(), m, amx.data(), 2);
+        }
+        CHECK_MESSAGE(bit_differences(amx, vnni) == 0, p.name);
+    }
+}
+
+TEST_CASE("rows quantized once give the same products: any row range, weight row range and leading dimension") {
+    // (the same floats as quantized_gemm: one kernel's sums do not depend on the rows around them)
+    for (const Product& p : products()) {
+        const QuantizedMatrix w{p.type, p.w, p.n, p.k};
+        const QuantizedRows rows = quantize_rows(p.type, p.a.data(), p.m, p.k, 2);
+        CHECK(rows.dot_type() == quantized_dot_type(p.type));
+        CHECK(rows.rows() == p.m);
+        for (const GemmKernel kernel : kernels_here()) {
+            const KernelScope scope(kernel);
+            std::vector<float> reference(p.m * p.n);  // the same kernel's, all at once
+            quantized_gemm(p.type, p.w, p.n, p.k, p.a.data(), p.m, reference.data(), 1);
+            // rows [1, m) against weight rows [1, n), into columns [3, 3 + n - 1) of rows n + 5 wide
+            const std::size_t ld = p.n + 5;
+            std::vector<float> out(p.m * ld, -7.0f);
+            quantized_product(w.row_range(1, p.n), rows.range(1, p.m), out.data() + ld + 3, ld, 2);
+            INFO(p.name << ", " << gemm_kernel_name(kernel));
+            std::size_t differ = 0, untouched = 0;
+            for (std::size_t j = 0; j < p.m; ++j)
+                for (std::size_t c = 0; c < ld; ++c) {
+                    const bool inside = j >= 1 && c >= 3 && c < 3 + p.n - 1;
+                    if (!inside) untouched += out[j * ld + c] == -7.0f;
+                    else
+                        differ += out[j * ld + c] != reference[j * p.n + c - 3 + 1];
+                }
+            CHECK(differ == 0);
+            CHECK(untouched == p.m * ld - (p.m - 1) * (p.n - 1));
+        }
+    }
+    const Product& p = products().front();  // rows quantized for another dot type are refused
+    const QuantizedRows k_rows = quantize_rows(ggml_q4_K, std::vector<float>(256, 1.0f).data(), 1, 256, 1);
+    if (quantized_dot_type(p.type) != ggml_q8_K) {
+        std::vector<float> out(p.n);
+        CHECK_THROWS_AS(quantized_product(QuantizedMatrix{p.type, p.w, p.n, p.k}, k_rows, out.data(), p.n, 1),
+                        std::logic_error);
     }
 }
 

@@ -16,6 +16,7 @@
 //   bloem  Bloem and seed 004: toqueries.weight, tokeys.weight, tovalues.weight,
 //          unifyheads.weight, unifyheads.bias (each .bias optional)
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -28,17 +29,23 @@ namespace attntrace {
 // The in-projections [W_q; W_k; W_v] as one stored weight used where it lies, not owned (a float
 // checkpoint's tensor read in place: GPT-2's c_attn, Phi-3's qkv_proj): rows (H*P + G*P + G*Pv, E),
 // or (E, H*P + G*P + G*Pv) as GPT-2's Conv1D stores it. Valid while its file stays mapped.
+// With PRODUCT set, DATA is null: the weights are in a form only the caller multiplies by (a GGUF
+// file's quantized bytes), and PRODUCT(X, ROWS, Y, LDY, THREADS) writes Y (ROWS, out()) at LDY :=
+// X (ROWS, E) · [W_q; W_k; W_v]ᵀ, the biases left to the core.
 template <class T>
 struct StackedInProj {
     const T* data = nullptr;
     std::size_t q_rows = 0, k_rows = 0, v_rows = 0;  // H*P, G*P, G*Pv
     std::size_t in = 0;                               // E
     bool conv1d = false;                              // stored (in, out)
+    std::function<void(const T* x, std::size_t rows, T* y, std::size_t ldy, std::size_t threads)> product;
     std::size_t out() const { return q_rows + k_rows + v_rows; }
 };
 
 // A weight used where it lies, not owned (a float checkpoint's tensor read in place): (out, in),
-// or (in, out) as GPT-2's Conv1D stores it. Valid while its file stays mapped.
+// or (in, out) as GPT-2's Conv1D stores it. Valid while its file stays mapped. DATA null: the
+// caller multiplies by it, the core knows its shape only (a whole model's output projection kept
+// quantized, which the forward runs after z).
 template <class T>
 struct WeightInPlace {
     const T* data = nullptr;

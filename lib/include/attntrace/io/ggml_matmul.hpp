@@ -17,6 +17,7 @@
 // AVX2 and AVX-512 VNNI kernels for the 32-element types too; docs/gguf-types.md says how close each is).
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -27,9 +28,60 @@ bool quantized_gemm_supported(std::uint32_t type);
 
 // OUT (M, N) as above, on up to THREADS workers. W holds at least N rows of TYPE (InputError
 // otherwise, or for a TYPE not supported, or K not a whole number of its blocks); only those
-// bytes are read.
+// bytes are read. With LDO, OUT's rows are LDO >= N floats apart (columns [N, LDO) untouched).
 void quantized_gemm(std::uint32_t type, std::string_view w, std::size_t n, std::size_t k, const float* a,
                     std::size_t m, float* out, std::size_t threads);
+void quantized_gemm(std::uint32_t type, std::string_view w, std::size_t n, std::size_t k, const float* a,
+                    std::size_t m, float* out, std::size_t ldo, std::size_t threads);
+
+// A 2-D weight kept as its file's bytes: ROWS rows of COLS elements of TYPE (one quantized_gemm
+// takes), row after row; BYTES views the file (a GGUF tensor's data in its mapping).
+struct QuantizedMatrix {
+    std::uint32_t type = 0;
+    std::string_view bytes;             // (ROWS, COLS) of TYPE
+    std::size_t rows = 0, cols = 0;
+    // Rows [R0, R1) of it.
+    QuantizedMatrix row_range(std::size_t r0, std::size_t r1) const;
+};
+
+// Y (M, W.rows) at LDY := A (M, W.cols) . Wᵀ, on up to THREADS workers (quantized_gemm).
+void quantized_product(const QuantizedMatrix& w, const float* a, std::size_t m, float* y, std::size_t ldy,
+                       std::size_t threads);
+
+namespace ggml {
+struct QuantizedActs;
+}
+
+// The 8-bit type llama.cpp rounds the activations to for weights of TYPE (its vec_dot_type):
+// q8_0 for q8_0, q4_0 and q5_0; q8_1 for q4_1 and q5_1; q8_K for the K types.
+std::uint32_t quantized_dot_type(std::uint32_t type);
+
+// Activation rows (M, K) quantized once to a weight type's dot type, for the several products
+// that read them (a layer's q, k and v; each block of the LM head); shared, not copied.
+class QuantizedRows {
+public:
+    std::uint32_t dot_type() const;
+    std::size_t rows() const;  // M
+    std::size_t cols() const;  // K
+    // Rows [R0, R1) of them.
+    QuantizedRows range(std::size_t r0, std::size_t r1) const;
+
+private:
+    friend QuantizedRows quantize_rows(std::uint32_t, const float*, std::size_t, std::size_t, std::size_t);
+    friend void quantized_product(const QuantizedMatrix&, const QuantizedRows&, float*, std::size_t, std::size_t);
+    std::shared_ptr<const ggml::QuantizedActs> owner_;  // the bytes
+    std::shared_ptr<const ggml::QuantizedActs> view_;   // these rows of them
+};
+
+// A (M, K) quantized for weights of WEIGHT_TYPE (quantize_row_q8_0 / _q8_1 / _q8_K), rows spread
+// over up to THREADS workers. InputError for a type quantized_gemm does not take, or K not a whole
+// number of its blocks.
+QuantizedRows quantize_rows(std::uint32_t weight_type, const float* a, std::size_t m, std::size_t k,
+                            std::size_t threads);
+// Y (A.rows, W.rows) at LDY := A . Wᵀ: quantized_product with the rows quantized already (for
+// W's dot type and K = W.cols, else std::logic_error).
+void quantized_product(const QuantizedMatrix& w, const QuantizedRows& a, float* y, std::size_t ldy,
+                       std::size_t threads);
 
 // The activation quantizers, to ggml's byte layouts: K floats of X to K / 32 q8_0 blocks (34 bytes:
 // fp16 d, 32 int8) as ggml-cpu's x86 quantize_row_q8_0 makes them (d = max|x| / 127, q = x * (127
@@ -44,9 +96,12 @@ void quantize_row_q8_K(const float* x, std::uint8_t* y, std::size_t k);
 // ggml-cpu's x86 quantize_row_q8_1 makes them (q4_1's and q5_1's activations).
 void quantize_row_q8_1(const float* x, std::uint8_t* y, std::size_t k);
 
-// Which kernel quantized_gemm runs: the best this CPU runs (AVX-512 VNNI where it has AVX-512F/BW/VL
-// and VNNI, else AVX2 with FMA, else scalar), or one named (UsageError when this CPU cannot run it).
-enum class GemmKernel : std::uint8_t { best, scalar, avx2, avx512_vnni };
+// Which kernel quantized_gemm runs: the best this CPU runs (AMX where it has AMX-INT8 and Linux
+// grants the process its tiles, else AVX-512 VNNI where it has AVX-512F/BW/VL and VNNI, else AVX2
+// with FMA, else scalar), or one named (UsageError when this CPU cannot run it). `amx` runs the
+// 32-element types on AMX tiles (16 activation rows at a time) and the K types on AVX-512 VNNI;
+// its floats are AVX-512 VNNI's.
+enum class GemmKernel : std::uint8_t { best, scalar, avx2, avx512_vnni, amx };
 void set_gemm_kernel(GemmKernel kernel);
 GemmKernel gemm_kernel();  // the one that runs: never `best`
 bool gemm_kernel_runs(GemmKernel kernel);

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attntrace/attention/params.hpp"
+#include "attntrace/io/ggml_matmul.hpp"
 #include "attntrace/attention/positions.hpp"
 #include "attntrace/tensor/tensor.hpp"
 
@@ -105,6 +106,9 @@ struct LayerWeights {
     std::optional<Array<T>> norm_weight;       // (E)
     std::optional<Array<T>> norm_bias;         // (E), LayerNorm only
     std::optional<Array<T>> q_norm, k_norm;    // (P), Qwen3; (H*P), (G*P) over the whole projection
+    // (E, H*Pv) the output projection kept as a GGUF file's quantized bytes (a float32 whole model:
+    // load_layer_weights IN_PLACE), which the forward multiplies by; attn.w_o_in_place has its shape only
+    std::optional<QuantizedMatrix> w_o_quantized;
 };
 
 template <class T>
@@ -114,7 +118,9 @@ LayerWeights<T> load_layer_weights(const CheckpointLayer& layer);
 // IN_PLACE, a stacked in-projection (GPT-2's c_attn, Phi-3's qkv_proj) and the output projection
 // that the file already holds as T are used where they lie (attn.in_proj, attn.w_o_in_place), not
 // copied: they serve self-attention only, and their pages stay mapped until the caller releases
-// the layer's tensors.
+// the layer's tensors. So are, in float32, the projections a GGUF file holds quantized
+// (ModelSource::quantized): q, k and v as attn.in_proj's product (when all of them are), the output
+// projection as w_o_quantized.
 template <class T>
 void load_layer_weights(const CheckpointLayer& layer, LayerWeights<T>& w, bool in_place = false);
 

@@ -129,6 +129,16 @@ struct Model {
     bool has_head() const { return head_missing.empty(); }
 };
 
+// How a float32 forward multiplies by a GGUF file's weights stored as q8_0, q4_0, q5_0, q4_1,
+// q5_1, q4_K, q5_K or q6_K: `quantized` (the default) keeps them as their bytes in the file's
+// mapping and runs llama.cpp's products (io/ggml_matmul.hpp: each activation row quantized to 8
+// bits as ggml does, integer dot products); `float32` dequantizes each layer to float32 and runs
+// sgemm (the exact reference). Other types, and float64 runs, are always dequantized. The app sets
+// it from ATTNTRACE_GGUF_PRODUCTS (docs/gguf.md).
+enum class GgufProducts : std::uint8_t { quantized, float32 };
+void set_gguf_products(GgufProducts products);
+GgufProducts gguf_products();
+
 // Opens PATH: a checkpoint folder (config.json + model.safetensors or shards) or a GGUF file (the
 // first of a split one). InputError naming the file for a bad config, "missing tensor 'NAME'
 // (SHAPE)" for a missing tensor, ShapeError for a wrong shape.
