@@ -15,8 +15,9 @@ import sys
 import numpy as np
 
 
-def run(args, stdin=None):
-    return subprocess.run(args, capture_output=True, stdin=subprocess.DEVNULL if stdin is None else stdin)
+def run(args, stdin=None, env=None):
+    return subprocess.run(args, capture_output=True, stdin=subprocess.DEVNULL if stdin is None else stdin,
+                          env=None if env is None else dict(os.environ, **env))
 
 
 def first_file(folder):
@@ -66,10 +67,12 @@ class Check:
                           f"plain {plain[i] == row['plain']}; decode {got!r:.50} expected {row['decode']!r:.50}")
         return f"{group} {passed}/{len(texts)}"
 
-    def model_text(self, file, text, dtype):
-        """`model FILE --text TEXT --dtype DTYPE`: the ids and the logits (None when it failed)."""
-        out = os.path.join(self.work, f"l_{dtype}.npy")
-        r = run([self.attntrace, "model", file, "--text", text, "--logits", out, "--top", "0", "--format", "json", "--dtype", dtype])
+    def model_text(self, file, text, dtype, products="quantized"):
+        """`model FILE --text TEXT --dtype DTYPE` with ATTNTRACE_GGUF_PRODUCTS=PRODUCTS: the ids and
+        the logits (None when it failed)."""
+        out = os.path.join(self.work, f"l_{dtype}_{products}.npy")
+        r = run([self.attntrace, "model", file, "--text", text, "--logits", out, "--top", "0", "--format", "json", "--dtype", dtype],
+                env={"ATTNTRACE_GGUF_PRODUCTS": products})
         if r.returncode != 0:
             self.fail(f"{file}: model --text --dtype {dtype} exit {r.returncode}: {r.stderr.decode(errors='replace').strip()}")
             return None, None
@@ -78,21 +81,25 @@ class Check:
     def logits(self, name, file, text, want_ids, golden):
         """The text's ids are llama.cpp's; the logits are within llama.cpp's own distance from the
         float64 forward (--dtype f64, which gguf_goldens.sh holds to the float64 reference at 1e-9)
-        + 1e-4 x the largest logit, and the float32 run within rtol 1e-4, atol 1e-5 x it of that."""
+        + 1e-4 x the largest logit, and the float32 run with float32 products
+        (ATTNTRACE_GGUF_PRODUCTS=float32: the dequantized weights) within rtol 1e-4, atol 1e-5 x it
+        of that. The default run multiplies quantized weights as llama.cpp does, so it is the one
+        held to llama.cpp's logits."""
         ids, f32 = self.model_text(file, text, "f32")
+        ids32, dequantized = self.model_text(file, text, "f32", "float32")
         ids64, f64 = self.model_text(file, text, "f64")
-        if ids is None or ids64 is None:
+        if ids is None or ids32 is None or ids64 is None:
             return "model --text failed"
-        if ids != want_ids or ids64 != want_ids:
+        if ids != want_ids or ids32 != want_ids or ids64 != want_ids:
             self.fail(f"{name}: model --text ids {ids} expected {want_ids}")
             return "model --text ids differ"
         theirs = np.load(golden).astype(np.float64)
         scale = max(1.0, float(np.abs(f64).max()))
         llama_cpp = float(np.abs(theirs - f64).max())
         ours = float(np.abs(f32 - theirs).max())
-        if ours > llama_cpp + 1e-4 * scale or not np.allclose(f32, f64, rtol=1e-4, atol=1e-5 * scale):
+        if ours > llama_cpp + 1e-4 * scale or not np.allclose(dequantized, f64, rtol=1e-4, atol=1e-5 * scale):
             self.fail(f"{name}: max |logits - llama.cpp's| {ours:.3g}, llama.cpp's from the float64 forward {llama_cpp:.3g}; "
-                      f"float32 from float64 {float(np.abs(f32 - f64).max()):.3g}")
+                      f"float32 products from float64 {float(np.abs(dequantized - f64).max()):.3g}")
         return f"model --text: |ours - llama.cpp| {ours:.2g}, |llama.cpp - float64| {llama_cpp:.2g}"
 
 
