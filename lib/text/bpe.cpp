@@ -62,6 +62,10 @@ private:
     }
 
     void tokenize_word(std::string_view text, bool byte_level, std::vector<CachedToken>& tokens) const {
+        if (byte_level && !ignore_merges_ && symbols_from_bytes(text, tokens)) {  // no need of the mapped word
+            if (tokens.size() > kLinearMerge) return merge_long(tokens);
+            return merge_short(tokens);
+        }
         std::string_view word = text;  // the word as the vocabulary spells it
         if (byte_level) {
             mapped_.clear();
@@ -142,6 +146,7 @@ void Bpe::read_merges(Json merges) {
     if (!merges.is_array()) throw InputError(merges.file() + ": model.merges: expected an array");
     table_.reserve(merges.size());
     std::string merged;
+    std::uint32_t next_id = 0;  // the id after the last merge's result: likely this one's
     for (std::size_t rank = 0; rank < merges.size(); ++rank) {
         std::string_view a, b;
         Json m = merges[rank];
@@ -158,11 +163,12 @@ void Bpe::read_merges(Json merges) {
         }
         merged.assign(a);
         merged.append(b.substr(std::min(prefix_.size(), b.size()) * (b.substr(0, prefix_.size()) == prefix_)));
-        const auto ia = vocab_.find(a), ib = vocab_.find(b), im = vocab_.find(merged);
+        const auto ia = vocab_.find(a), ib = vocab_.find(b), im = vocab_.find(merged, next_id);
         if (!ia || !ib || !im)
             throw InputError(m.file() + ": model.merges[" + std::to_string(rank) + "]: \"" +
                              std::string(!ia ? a : !ib ? b : std::string_view(merged)) + "\" is not in the vocabulary");
         table_.insert(*ia, *ib, static_cast<std::uint32_t>(rank), *im);
+        next_id = *im + 1;
     }
 }
 

@@ -84,33 +84,50 @@ bool is_continuation(unsigned char b) { return (b & 0xC0) == 0x80; }
 
 }  // namespace
 
+namespace {
+
+// The well-formed sequence (Unicode 15, Table 3-7) at P[0..] (P[0] >= 0x80, N bytes left): its
+// length, or 0. The second byte's range depends on the lead (no overlong form, no surrogate, nothing
+// past U+10FFFF); the others are continuation bytes.
+bool ascii8(const unsigned char* p) noexcept {
+    std::uint64_t w;
+    std::memcpy(&w, p, 8);
+    return (w & 0x8080808080808080ull) == 0;
+}
+
+std::size_t utf8_sequence(const unsigned char* p, std::size_t n) noexcept {
+    const unsigned char b = p[0];
+    if (b >= 0xC2 && b <= 0xDF) return n >= 2 && is_continuation(p[1]) ? 2 : 0;
+    if (b >= 0xE0 && b <= 0xEF) {
+        if (n < 3) return 0;
+        const unsigned char lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+        return p[1] >= lo && p[1] <= hi && is_continuation(p[2]) ? 3 : 0;
+    }
+    if (b >= 0xF0 && b <= 0xF4) {
+        if (n < 4) return 0;
+        const unsigned char lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+        return p[1] >= lo && p[1] <= hi && is_continuation(p[2]) && is_continuation(p[3]) ? 4 : 0;
+    }
+    return 0;
+}
+
+}  // namespace
+
 std::optional<std::size_t> first_invalid_utf8(std::string_view s) noexcept {
     const auto* p = reinterpret_cast<const unsigned char*>(s.data());
     const std::size_t n = s.size();
     std::size_t i = 0;
     while (i < n) {
-        const unsigned char b = p[i];
-        if (b < 0x80) {
+        if (p[i] < 0x80) {
             ++i;
-            while (i + 8 <= n) {  // ASCII eight bytes at a time
-                std::uint64_t w;
-                std::memcpy(&w, p + i, 8);
-                if (w & 0x8080808080808080ull) break;
+            while (i + 8 <= n && ascii8(p + i)) {  // ASCII eight bytes at a time, long runs 32
                 i += 8;
+                while (i + 32 <= n && ascii8(p + i) && ascii8(p + i + 8) && ascii8(p + i + 16) && ascii8(p + i + 24)) i += 32;
             }
             continue;
         }
-        std::size_t len = 0;
-        char32_t min = 0;
-        if (b >= 0xC2 && b <= 0xDF) len = 2, min = 0x80;
-        else if (b >= 0xE0 && b <= 0xEF) len = 3, min = 0x800;
-        else if (b >= 0xF0 && b <= 0xF4) len = 4, min = 0x10000;
-        else return i;
-        if (i + len > n) return i;
-        for (std::size_t k = 1; k < len; ++k)
-            if (!is_continuation(p[i + k])) return i;
-        const char32_t c = decode_utf8(s, i).first;
-        if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return i;
+        const std::size_t len = utf8_sequence(p + i, n - i);
+        if (len == 0) return i;
         i += len;
     }
     return std::nullopt;

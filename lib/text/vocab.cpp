@@ -18,6 +18,7 @@ void Vocab::assign(std::vector<std::string_view> by_id) {
     while (cap < by_id_.size() * 2) cap *= 2;
     table_.assign(cap, Slot{0, 0, 0});
     mask_ = cap - 1;
+    unique_ = true;
     for (std::uint32_t id = 0; id < by_id_.size(); ++id) {
         const std::string_view s = by_id_[id];
         if (s.data() == nullptr) continue;
@@ -28,6 +29,7 @@ void Vocab::assign(std::vector<std::string_view> by_id) {
         for (; table_[slot].id1 != 0 && !seen; slot = (slot + 1) & mask_) seen = same(table_[slot], k, s);
         k.id1 = id + 1;
         if (!seen) table_[slot] = k;
+        unique_ = unique_ && !seen;
     }
 }
 

@@ -24,6 +24,12 @@ public:
     // Sets the strings (index = id; an empty view for an id without a string) and indexes them.
     void assign(std::vector<std::string_view> by_id);
     std::optional<std::uint32_t> find(std::string_view s) const;
+    // find(S) where S is likely id GUESS's string (a BPE vocabulary lists its merges' results in
+    // the merges' order): one sequential read instead of a hash probe when it is.
+    std::optional<std::uint32_t> find(std::string_view s, std::uint32_t guess) const {
+        if (unique_ && guess < by_id_.size() && by_id_[guess].data() != nullptr && by_id_[guess] == s) return guess;
+        return find(s);
+    }
     std::size_t size() const { return by_id_.size(); }   // model ids [0, size)
     std::string_view at(std::uint32_t id) const { return by_id_[id]; }
 
@@ -56,6 +62,7 @@ private:
     Buffer<Slot> table_;  // open addressing, at most half full
     Buffer<std::string_view> all_;  // by id, model and added
     std::size_t mask_ = 0;
+    bool unique_ = true;  // no string listed under two ids (then an id's string finds that id)
 };
 
 // The N <= 8 bytes at P in one word, by fixed-size loads (overlapping ones), not a call: every
