@@ -7,6 +7,7 @@
 #include <utf8proc.h>
 
 #include <atomic>
+#include <bit>
 #include <cstdlib>
 #include <vector>
 #include <cstring>
@@ -82,19 +83,24 @@ const Pcre2& pcre2() {
 
 bool is_continuation(unsigned char b) { return (b & 0xC0) == 0x80; }
 
-}  // namespace
-
-namespace {
+// The first byte from I on (of N) that is not ASCII, or N: eight bytes at a time, the first high
+// bit found by counting zeros (GPT-2's vocabulary keys are short ASCII runs between two-byte
+// characters, which a byte-at-a-time loop walked one by one).
+std::size_t next_non_ascii(const unsigned char* p, std::size_t i, std::size_t n) noexcept {
+    if constexpr (std::endian::native == std::endian::little) {
+        for (; i + 8 <= n; i += 8) {
+            std::uint64_t w;
+            std::memcpy(&w, p + i, 8);
+            if (const std::uint64_t high = w & 0x8080808080808080ull) return i + static_cast<std::size_t>(std::countr_zero(high)) / 8;
+        }
+    }
+    while (i < n && p[i] < 0x80) ++i;
+    return i;
+}
 
 // The well-formed sequence (Unicode 15, Table 3-7) at P[0..] (P[0] >= 0x80, N bytes left): its
 // length, or 0. The second byte's range depends on the lead (no overlong form, no surrogate, nothing
 // past U+10FFFF); the others are continuation bytes.
-bool ascii8(const unsigned char* p) noexcept {
-    std::uint64_t w;
-    std::memcpy(&w, p, 8);
-    return (w & 0x8080808080808080ull) == 0;
-}
-
 std::size_t utf8_sequence(const unsigned char* p, std::size_t n) noexcept {
     const unsigned char b = p[0];
     if (b >= 0xC2 && b <= 0xDF) return n >= 2 && is_continuation(p[1]) ? 2 : 0;
@@ -119,11 +125,7 @@ std::optional<std::size_t> first_invalid_utf8(std::string_view s) noexcept {
     std::size_t i = 0;
     while (i < n) {
         if (p[i] < 0x80) {
-            ++i;
-            while (i + 8 <= n && ascii8(p + i)) {  // ASCII eight bytes at a time, long runs 32
-                i += 8;
-                while (i + 32 <= n && ascii8(p + i) && ascii8(p + i + 8) && ascii8(p + i + 16) && ascii8(p + i + 24)) i += 32;
-            }
+            i = next_non_ascii(p, i + 1, n);
             continue;
         }
         const std::size_t len = utf8_sequence(p + i, n - i);
