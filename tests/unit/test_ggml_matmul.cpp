@@ -225,7 +225,8 @@ TEST_CASE("rows quantized once give the same products: any row range, weight row
             CHECK(untouched == p.m * ld - (p.m - 1) * (p.n - 1));
         }
     }
-    const Product& p = products().front();  // rows quantized for another dot type are refused
+    const std::vector<Product> all = products();  // rows quantized for another dot type are refused
+    const Product& p = all.front();
     const QuantizedRows k_rows = quantize_rows(ggml_q4_K, std::vector<float>(256, 1.0f).data(), 1, 256, 1);
     if (quantized_dot_type(p.type) != ggml_q8_K) {
         std::vector<float> out(p.n);
