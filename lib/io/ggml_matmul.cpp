@@ -202,6 +202,24 @@ void check_blocks(std::size_t k, std::size_t block, const char* what) {
 }
 
 
+// Whether the AMX kernel will want ACTS' rows in tiles (tile_amx): 32-element blocks, 16 rows or more.
+bool wants_tiles(const QuantizedActs& acts) {
+    return acts.dot_type != ggml_q8_K && acts.m >= ggml::amx_group && gemm_kernel() == GemmKernel::amx;
+}
+
+// Row J of ACTS (quantized, its d and s set) copied into ACTS' tiles.
+void tile_row(QuantizedActs& acts, std::size_t j) {
+    const std::size_t blocks = acts.k / ggml::qk, head = acts.dot_type == ggml_q8_0 ? 2 : 4;
+    const std::size_t g = j / ggml::amx_group, r = j % ggml::amx_group;
+    const std::uint8_t* row = acts.bytes.data() + j * acts.row_bytes;
+    for (std::size_t b = 0; b < blocks; ++b) {
+        const std::size_t at = (g * blocks + b) * ggml::amx_group + r;
+        std::memcpy(acts.tiles.data() + at * ggml::qk, row + b * acts.block_bytes + head, ggml::qk);
+        acts.tile_d[at] = acts.d[j * blocks + b];
+        if (!acts.tile_s.empty()) acts.tile_s[at] = acts.s[j * blocks + b];
+    }
+}
+
 QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, std::size_t k, std::size_t threads = 1) {
     QuantizedActs acts;
     acts.dot_type = quantized_dot_type(type);
@@ -215,6 +233,13 @@ QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, s
     acts.d.resize(m * blocks);
     acts.s.resize(acts.dot_type == ggml_q8_1 ? m * blocks : 0);
     acts.sums.resize(m * (small ? blocks : blocks * 16));
+    const bool tiled = wants_tiles(acts);
+    if (tiled) {  // (ceil(M / 16) * 16, K) quants, (ceil(M / 16) * 16, K / 32) d and s: the padding rows zero
+        const std::size_t padded = (m + ggml::amx_group - 1) / ggml::amx_group * ggml::amx_group;
+        acts.tiles.resize(padded * k);
+        acts.tile_d.resize(padded * blocks);
+        acts.tile_s.resize(acts.s.empty() ? 0 : padded * blocks);
+    }
     parallel_for(m, threads, [&](std::size_t j, std::size_t) {
         std::uint8_t* row = acts.bytes.data() + j * acts.row_bytes;
         if (acts.dot_type == ggml_q8_0) quantize_row_q8_0(a + j * k, row, k);
@@ -235,9 +260,11 @@ QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, s
                 std::copy(bsums, bsums + 16, acts.sums.begin() + static_cast<std::ptrdiff_t>((j * blocks + b) * 16));
             }
         }
+        if (tiled) tile_row(acts, j);
     });
     acts.bytes_at = acts.bytes.data(), acts.d_at = acts.d.data(), acts.sums_at = acts.sums.data();
     acts.s_at = acts.s.data();
+    if (tiled) acts.tiles_at = acts.tiles.data(), acts.tile_d_at = acts.tile_d.data(), acts.tile_s_at = acts.tile_s.data();
     return acts;
 }
 
@@ -290,6 +317,10 @@ QuantizedRows QuantizedRows::range(std::size_t r0, std::size_t r1) const {
     const std::size_t blocks = a.k / a.block, sums = a.dot_type == ggml_q8_K ? blocks * 16 : blocks;
     view->bytes_at = a.bytes_at + r0 * a.row_bytes, view->d_at = a.d_at + r0 * blocks;
     view->sums_at = a.sums_at + r0 * sums, view->s_at = a.dot_type == ggml_q8_1 ? a.s_at + r0 * blocks : a.s_at;
+    if (a.tiles_at && r0 % ggml::amx_group == 0) {  // whole tiles: from tile r0 / 16 on
+        view->tiles_at = a.tiles_at + r0 * a.k, view->tile_d_at = a.tile_d_at + r0 * blocks;
+        view->tile_s_at = a.dot_type == ggml_q8_1 ? a.tile_s_at + r0 * blocks : a.tile_s_at;
+    }
     QuantizedRows out;
     out.owner_ = owner_;
     out.view_ = std::move(view);
@@ -398,13 +429,13 @@ bool quantized_gemm_supported(std::uint32_t type) {
 
 namespace {
 
-// OUT (ACTS.m, N) at LDO := ACTS . W(N, K)ᵀ, tiles of 16 weight rows spread over the workers.
+// OUT (ACTS.m, N) at LDO := ACTS . W(N, K)ᵀ, tiles of 16 weight rows (AMX: 32) spread over the workers.
 void multiply(std::uint32_t type, std::string_view w, std::size_t n, std::size_t k, const QuantizedActs& acts,
               float* out, std::size_t ldo, std::size_t threads) {
     const std::size_t row_bytes = ggml_row_bytes(type, k);
     const auto* bytes = reinterpret_cast<const std::uint8_t*>(w.data());
     const GemmKernel kernel = gemm_kernel();
-    constexpr std::size_t tile = 16;
+    const std::size_t tile = kernel == GemmKernel::amx ? 32 : 16;  // AMX: two B tiles a task (tile_amx)
     const std::size_t workers = std::max<std::size_t>(threads, 1);
     std::vector<std::vector<std::uint8_t>> packs(workers);
 #if ATTNTRACE_GGML_X86
@@ -414,7 +445,8 @@ void multiply(std::uint32_t type, std::string_view w, std::size_t n, std::size_t
                                                                 : nullptr;
     if (simd)
         for (auto& pack : packs)
-            pack.resize(kernel == GemmKernel::avx2 ? ggml::tile_avx2_bytes(type, k) : ggml::tile_avx512_vnni_bytes(type, k));
+            pack.resize(kernel == GemmKernel::avx2 ? ggml::tile_avx2_bytes(type, k)
+                                                   : ggml::tile_avx512_vnni_bytes(type, k) * (tile / 16));
 #else
     const ggml::TileFn simd = nullptr;
 #endif

@@ -63,10 +63,18 @@ struct Avx512 {
     }
 };
 
-// ---- AMX, for the 32-element types: per block, one tile product of 16 activation rows (A: 16 x
-// 32 signed bytes, read where they lie) by the tile's 16 weight rows (B: the VNNI pack of the
-// block with signed bytes, 8 rows of 4 bytes x 16), the 16 x 16 exact int32 sums (C) stored and
-// scaled as small_rows scales them, lane by lane: the same floats as the AVX-512 VNNI kernel.
+// ---- AMX, for the 32-element types. A task is up to 32 weight rows: two B tiles (the VNNI pack
+// of each 16 rows with signed bytes, 8 rows of 4 bytes x 16 per block) against the activations'
+// tiles (QuantizedActs::tiles: 16 rows x 32 bytes, contiguous), two groups of 16 activation rows
+// at a time: per block, 4 tile products (2 x 2, each A and B tile loaded once for two) into 4 C
+// tiles of 16 x 16 exact int32 sums. The sums are stored and scaled into float accumulators
+// (32 x 32, in L1) as small_rows scales them, lane by lane: the same floats as the AVX-512 VNNI
+// kernel. The scaling of block b - 1 runs while block b's products are in the tile unit (the C
+// stores of block b come after it), as ggml-cpu/amx/mmq.cpp tinygemm_kernel_amx interleaves its
+// acc_C with the next block's _tile_dpbssd (double-buffered C).
+//
+// Tiles: C 0 (group 0 x weights 0-15), 1 (group 0 x 16-31), 2 (group 1 x 0-15), 3 (group 1 x
+// 16-31); A 4 (group 0), 5 (group 1); B 6 (weights 0-15), 7 (weights 16-31).
 
 struct alignas(64) TileConfig {
     std::uint8_t palette = 1, start_row = 0;
@@ -75,106 +83,171 @@ struct alignas(64) TileConfig {
     std::uint8_t rows[16] = {};
 };
 
-void configure_tiles() {
+constexpr TileConfig tile_config() {
     TileConfig c;
-    c.colsb[0] = 64, c.rows[0] = 16;  // C (16, 16) int32
-    c.colsb[1] = 32, c.rows[1] = 16;  // A (16, 32) int8
-    c.colsb[2] = 64, c.rows[2] = 8;   // B (8, 16 x 4) int8
-    c.colsb[3] = 64, c.rows[3] = 16;  // the same three again (amx_rows takes them in turn)
-    c.colsb[4] = 32, c.rows[4] = 16;
-    c.colsb[5] = 64, c.rows[5] = 8;
-    _tile_loadconfig(&c);
+    for (int t = 0; t < 4; ++t) c.colsb[t] = 64, c.rows[t] = 16;  // C (16, 16) int32
+    for (int t = 4; t < 6; ++t) c.colsb[t] = 32, c.rows[t] = 16;  // A (16, 32) int8
+    for (int t = 6; t < 8; ++t) c.colsb[t] = 64, c.rows[t] = 8;   // B (8, 16 x 4) int8
+    return c;
 }
 
-// Where block B's A and B tiles start: activation rows [J0, J0 + 16) (ROW_BYTES apart), the packed weights.
-inline const std::uint8_t* a_tile(const QuantizedActs& acts, std::size_t j0, std::size_t b) {
-    return acts.bytes_at + j0 * acts.row_bytes + b * acts.block_bytes + (acts.dot_type == ggml_q8_0 ? 2 : 4);
-}
-inline const std::uint8_t* b_tile(const std::uint8_t* pack, std::size_t b) { return pack + b * q8_0_vectors * Avx512::bytes; }
+// (A constant in memory: GCC does not see ldtilecfg read a local's stores, and may drop them.)
+constexpr TileConfig the_tile_config = tile_config();
 
-// Block B's 16 x 16 sums of activation rows [J0, J0 + 16) into C tile 0 (A tile 1, B tile 2), or
-// tile 3 (4, 5). (The tile numbers are immediates, spelt out: the intrinsics take no template
-// parameter.)
-void amx_block_0(const std::uint8_t* pack, const QuantizedActs& acts, std::size_t j0, std::size_t b) {
+void configure_tiles() { _tile_loadconfig(&the_tile_config); }
+
+constexpr std::size_t c_tile = 16 * 16;             // int32 sums (or float accumulators) of one C tile
+constexpr std::size_t a_tile_bytes = amx_group * qk;  // 512
+constexpr std::size_t b_block_bytes = q8_0_vectors * Avx512::bytes;  // a block of the pack: B tile, d, m
+
+// Where a panel is: activation group G (of 16 rows), the pack's two halves HALF bytes apart.
+struct Panel {
+    const std::uint8_t* pack;
+    std::size_t half;
+    const QuantizedActs* acts;
+    std::size_t g, blocks;
+};
+
+// The BYTES at P asked into L1 (the tile loads are not followed by the hardware's prefetchers).
+inline void prefetch(const void* p, std::size_t bytes) {
+    for (std::size_t at = 0; at < bytes; at += 64) _mm_prefetch(static_cast<const char*>(p) + at, _MM_HINT_T0);
+}
+
+constexpr std::size_t ahead = 2;  // blocks prefetched ahead of the tile loads
+
+// Block B's tile products of the panel's MB groups by its NB weight tiles into C tiles 0-3.
+template <std::size_t MB, std::size_t NB>
+void amx_products(const Panel& p, std::size_t b) {
+    const std::int8_t* a0 = p.acts->tiles_at + (p.g * p.blocks + b) * a_tile_bytes;
+    const std::uint8_t* b0 = p.pack + b * b_block_bytes;
+    if (b + ahead < p.blocks) {
+        for (std::size_t mb = 0; mb < MB; ++mb) prefetch(a0 + (mb * p.blocks + ahead) * a_tile_bytes, a_tile_bytes);
+        for (std::size_t nb = 0; nb < NB; ++nb) prefetch(b0 + nb * p.half + ahead * b_block_bytes, b_block_bytes);
+    }
+    _tile_loadd(4, a0, qk);
+    _tile_loadd(6, b0, Avx512::bytes);
     _tile_zero(0);
-    _tile_loadd(1, a_tile(acts, j0, b), static_cast<long>(acts.row_bytes));
-    _tile_loadd(2, b_tile(pack, b), static_cast<long>(Avx512::bytes));
-    _tile_dpbssd(0, 1, 2);
-}
-void amx_block_3(const std::uint8_t* pack, const QuantizedActs& acts, std::size_t j0, std::size_t b) {
-    _tile_zero(3);
-    _tile_loadd(4, a_tile(acts, j0, b), static_cast<long>(acts.row_bytes));
-    _tile_loadd(5, b_tile(pack, b), static_cast<long>(Avx512::bytes));
-    _tile_dpbssd(3, 4, 5);
+    _tile_dpbssd(0, 4, 6);
+    if constexpr (NB == 2) {
+        _tile_loadd(7, b0 + p.half, Avx512::bytes);
+        _tile_zero(1);
+        _tile_dpbssd(1, 4, 7);
+    }
+    if constexpr (MB == 2) {
+        _tile_loadd(5, a0 + p.blocks * a_tile_bytes, qk);
+        _tile_zero(2);
+        _tile_dpbssd(2, 5, 6);
+        if constexpr (NB == 2) {
+            _tile_zero(3);
+            _tile_dpbssd(3, 5, 7);
+        }
+    }
 }
 
-// FACC (16 rows) += block B's sums C (16, 16), scaled as small_rows scales them.
-template <std::uint32_t Type>
-void amx_scale(const std::uint8_t* pack, const QuantizedActs& acts, std::size_t j0, std::size_t b, const std::int32_t* c,
-               __m512* facc) {
+// C tiles 0-3 stored to C: tile (mb, nb) at C + (mb * NB + nb) * c_tile.
+template <std::size_t MB, std::size_t NB>
+void amx_store(std::int32_t* c) {
+    _tile_stored(0, c, 64);
+    if constexpr (NB == 2) _tile_stored(1, c + c_tile, 64);
+    if constexpr (MB == 2) _tile_stored(2, c + NB * c_tile, 64);
+    if constexpr (MB == 2 && NB == 2) _tile_stored(3, c + 3 * c_tile, 64);
+}
+
+// FACC += the sums of blocks B, ..., B + COUNT - 1 in C[0], ..., C[COUNT - 1], each scaled as
+// small_rows scales it, in that order (FACC and each C: tile (mb, nb) at (mb * NB + nb) * c_tile);
+// FIRST: FACC is zero before (not read).
+template <std::uint32_t Type, std::size_t MB, std::size_t NB, std::size_t Count, bool First>
+[[gnu::always_inline]] inline void amx_scale(const Panel& p, std::size_t b, const std::int32_t* const* c, float* facc) {
     using V = Avx512;
-    const std::uint8_t* p = pack + b * q8_0_vectors * V::bytes;
-    const std::size_t blocks = acts.k / qk;
-    const __m512 dw = V::loadf(p + V::bytes * 8), mw = V::loadf(p + V::bytes * 9);
+    for (std::size_t mb = 0; mb < MB; ++mb)
+        for (std::size_t nb = 0; nb < NB; ++nb) {
+            const float *da[Count], *sa[Count];
+            __m512 dw[Count], mw[Count];
+            for (std::size_t i = 0; i < Count; ++i) {
+                const std::size_t at = ((p.g + mb) * p.blocks + b + i) * amx_group;  // the rows' d (and s)
+                da[i] = p.acts->tile_d_at + at, sa[i] = p.acts->tile_s_at + at;
+                const std::uint8_t* w = p.pack + nb * p.half + (b + i) * b_block_bytes;
+                dw[i] = V::loadf(w + V::bytes * 8), mw[i] = V::loadf(w + V::bytes * 9);
+            }
+            float* f = facc + (mb * NB + nb) * c_tile;
 #pragma GCC unroll 16
-    for (std::size_t j = 0; j < 16; ++j) {
-        const std::size_t at = (j0 + j) * blocks + b;
-        const __m512 acc = V::cvt(_mm512_load_si512(c + 16 * j));
-        if constexpr (Type == ggml_q4_1 || Type == ggml_q5_1)
-            facc[j] = V::add(facc[j], V::fmadd(V::mul(dw, V::set1f(acts.d_at[at])), acc, V::mul(mw, V::set1f(acts.s_at[at]))));
-        else if constexpr (Type == ggml_q4_0)
-            facc[j] = V::fmadd(V::mul(acc, dw), V::set1f(acts.d_at[at]), facc[j]);
-        else
-            facc[j] = V::fmadd(acc, V::mul(dw, V::set1f(acts.d_at[at])), facc[j]);
-    }
+            for (std::size_t r = 0; r < amx_group; ++r) {
+                __m512 sum = First ? V::fzero() : _mm512_load_ps(f + 16 * r);
+                for (std::size_t i = 0; i < Count; ++i) {
+                    const __m512 acc = V::cvt(_mm512_load_si512(c[i] + (mb * NB + nb) * c_tile + 16 * r));
+                    if constexpr (Type == ggml_q4_1 || Type == ggml_q5_1)  // sumf += fma(d_w * d_a, sumi, m_w * s_a)
+                        sum = V::add(sum, V::fmadd(V::mul(dw[i], V::set1f(da[i][r])), acc, V::mul(mw[i], V::set1f(sa[i][r]))));
+                    else if constexpr (Type == ggml_q4_0)  // sumf = fma(sumi * d_w, d_a, sumf)
+                        sum = V::fmadd(V::mul(acc, dw[i]), V::set1f(da[i][r]), sum);
+                    else  // q8_0, q5_0: sumf = fma(sumi, d_w * d_a, sumf)
+                        sum = V::fmadd(acc, V::mul(dw[i], V::set1f(da[i][r])), sum);
+                }
+                _mm512_store_ps(f + 16 * r, sum);
+            }
+        }
 }
 
-// Activation rows [J0, J0 + 16) against the packed tile (signed bytes): out[j * ldo + lane], ROWS
-// lanes. Two sets of tiles in turn, so that block B + 1's tile product runs while block B's sums
-// are scaled.
+// FACC (the panel's accumulators) into OUT[j * LDO + i]: its activation rows below M, weight rows below ROWS.
+template <std::size_t MB, std::size_t NB>
+void amx_out(const Panel& p, const float* facc, float* out, std::size_t ldo, std::size_t rows) {
+    for (std::size_t mb = 0; mb < MB; ++mb)
+        for (std::size_t r = 0; r < amx_group; ++r) {
+            const std::size_t j = (p.g + mb) * amx_group + r;
+            if (j >= p.acts->m) return;
+            for (std::size_t nb = 0; nb < NB && 16 * nb < rows; ++nb)
+                Avx512::store(out + j * ldo + 16 * nb, _mm512_load_ps(facc + (mb * NB + nb) * c_tile + 16 * r),
+                              rows - 16 * nb < 16 ? rows - 16 * nb : 16);
+        }
+}
+
+// The panel of MB groups x NB weight tiles over every block, into OUT: block b - 1's sums scaled
+// while block b's products run (the C stores after), two buffers of sums in turn.
+template <std::uint32_t Type, std::size_t MB, std::size_t NB>
+void amx_panel(const Panel& p, float* out, std::size_t ldo, std::size_t rows) {
+    alignas(64) float facc[MB * NB * c_tile];
+    alignas(64) std::int32_t sums[2][MB * NB * c_tile];
+    for (std::size_t b = 0; b < p.blocks; ++b) {
+        amx_products<MB, NB>(p, b);
+        const std::int32_t* c = sums[(b - 1) & 1];
+        if (b == 1) amx_scale<Type, MB, NB, 1, true>(p, b - 1, &c, facc);
+        else if (b > 1) amx_scale<Type, MB, NB, 1, false>(p, b - 1, &c, facc);
+        amx_store<MB, NB>(sums[b & 1]);
+    }
+    const std::int32_t* c = sums[(p.blocks - 1) & 1];
+    if (p.blocks == 1) amx_scale<Type, MB, NB, 1, true>(p, p.blocks - 1, &c, facc);
+    else amx_scale<Type, MB, NB, 1, false>(p, p.blocks - 1, &c, facc);
+    amx_out<MB, NB>(p, facc, out, ldo, rows);
+}
+
+// Every activation group, two at a time, against the ROWS (<= 32) weight rows of the pack.
 template <std::uint32_t Type>
-void amx_rows(const std::uint8_t* pack, const QuantizedActs& acts, std::size_t j0, float* out, std::size_t ldo,
-              std::size_t rows) {
-    const std::size_t blocks = acts.k / qk;
-    alignas(64) std::int32_t c[2][16 * 16];
-    __m512 facc[16];
-    for (auto& f : facc) f = Avx512::fzero();
-    amx_block_0(pack, acts, j0, 0);
-    for (std::size_t b = 0; b < blocks; b += 2) {
-        _tile_stored(0, c[0], 64);
-        if (b + 1 < blocks) amx_block_3(pack, acts, j0, b + 1);
-        amx_scale<Type>(pack, acts, j0, b, c[0], facc);
-        if (b + 1 == blocks) break;
-        _tile_stored(3, c[1], 64);
-        if (b + 2 < blocks) amx_block_0(pack, acts, j0, b + 2);
-        amx_scale<Type>(pack, acts, j0, b + 1, c[1], facc);
+void amx_groups(Panel p, float* out, std::size_t ldo, std::size_t rows) {
+    const std::size_t groups = (p.acts->m + amx_group - 1) / amx_group;
+    for (p.g = 0; p.g < groups; p.g += 2) {
+        const bool two = p.g + 1 < groups;
+        if (two && rows > 16) amx_panel<Type, 2, 2>(p, out, ldo, rows);
+        else if (two) amx_panel<Type, 2, 1>(p, out, ldo, rows);
+        else if (rows > 16) amx_panel<Type, 1, 2>(p, out, ldo, rows);
+        else amx_panel<Type, 1, 1>(p, out, ldo, rows);
     }
-    for (std::size_t j = 0; j < 16; ++j) Avx512::store(out + (j0 + j) * ldo, facc[j], rows);
-}
-
-void amx_pass(std::uint32_t type, const std::uint8_t* pack, const QuantizedActs& acts, std::size_t j, float* out,
-              std::size_t ldo, std::size_t rows) {
-    if (type == ggml_q8_0) amx_rows<ggml_q8_0>(pack, acts, j, out, ldo, rows);
-    else if (type == ggml_q4_0) amx_rows<ggml_q4_0>(pack, acts, j, out, ldo, rows);
-    else if (type == ggml_q5_0) amx_rows<ggml_q5_0>(pack, acts, j, out, ldo, rows);
-    else if (type == ggml_q4_1) amx_rows<ggml_q4_1>(pack, acts, j, out, ldo, rows);
-    else amx_rows<ggml_q5_1>(pack, acts, j, out, ldo, rows);
 }
 
 }  // namespace
 
 void tile_amx(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,
               const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack) {
-    if (acts.dot_type == ggml_q8_K || acts.m < 16) return tile<Avx512>(type, w, row_bytes, rows, acts, out, ldo, pack);
-    pack_small<Avx512>(type, w, row_bytes, rows, acts.k / qk, pack, 0);
+    if (acts.dot_type == ggml_q8_K || !acts.tiles_at) return tile<Avx512>(type, w, row_bytes, rows, acts, out, ldo, pack);
+    const std::size_t blocks = acts.k / qk, half = tile_pack_bytes<Avx512>(type, acts.k);
+    pack_small<Avx512>(type, w, row_bytes, rows < 16 ? rows : 16, blocks, pack, 0);
+    if (rows > 16) pack_small<Avx512>(type, w + 16 * row_bytes, row_bytes, rows - 16, blocks, pack + half, 0);
     configure_tiles();
-    std::size_t j = 0;
-    for (; j + 16 <= acts.m; j += 16) amx_pass(type, pack, acts, j, out, ldo, rows);
+    const Panel p{pack, half, &acts, 0, blocks};
+    if (type == ggml_q8_0) amx_groups<ggml_q8_0>(p, out, ldo, rows);
+    else if (type == ggml_q4_0) amx_groups<ggml_q4_0>(p, out, ldo, rows);
+    else if (type == ggml_q5_0) amx_groups<ggml_q5_0>(p, out, ldo, rows);
+    else if (type == ggml_q4_1) amx_groups<ggml_q4_1>(p, out, ldo, rows);
+    else amx_groups<ggml_q5_1>(p, out, ldo, rows);
     _tile_release();
-    if (j == acts.m) return;
-    pack_small<Avx512>(type, w, row_bytes, rows, acts.k / qk, pack, zero_of<Avx512>(type));  // the rest: VNNI
-    for (; j + Avx512::mr <= acts.m; j += Avx512::mr) rows_pass<Avx512, Avx512::mr>(type, pack, acts, j, out, ldo, rows);
-    for (; j < acts.m; ++j) rows_pass<Avx512, 1>(type, pack, acts, j, out, ldo, rows);
 }
 
 std::size_t tile_avx512_vnni_bytes(std::uint32_t type, std::size_t k) { return tile_pack_bytes<Avx512>(type, k); }

@@ -30,7 +30,18 @@ struct QuantizedActs {
     const float* d_at = nullptr;
     const std::int32_t* sums_at = nullptr;
     const float* s_at = nullptr;
+    // The AMX kernel's copy of a 32-element dot type's rows (made when that kernel runs and M >= 16):
+    // the quants tile by tile, (ceil(M / 16), K / 32, 16, 32), so that a tile of 16 rows x 32 bytes
+    // is 512 contiguous bytes; each row's d (and q8_1's s) beside them, (ceil(M / 16), K / 32, 16);
+    // the rows past M zero. Null in a view of rows that does not start at a multiple of 16.
+    std::vector<std::int8_t> tiles;
+    std::vector<float> tile_d, tile_s;
+    const std::int8_t* tiles_at = nullptr;
+    const float* tile_d_at = nullptr;
+    const float* tile_s_at = nullptr;
 };
+
+inline constexpr std::size_t amx_group = 16;  // the activation rows of an AMX tile
 
 namespace {  // a copy in each file, compiled for its instruction set (ggml_blocks.hpp says why)
 
@@ -76,8 +87,9 @@ std::size_t tile_avx2_bytes(std::uint32_t type, std::size_t k);
 // instantiated in the AVX-512 file, lest the linker give a baseline file its AVX-512 copy.)
 void tile_avx512_vnni(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,
                       const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack);
-// The same with AMX tiles for the 32-element types (16 activation rows a tile product; the rows
-// past a multiple of 16, and the K types, on the AVX-512 VNNI kernel); its buffer is tile_avx512_vnni_bytes.
+// The same with AMX tiles for the 32-element types, ROWS <= 32 (two B tiles of 16), ACTS in tiles
+// of 16 rows (QuantizedActs::tiles; without them, and for the K types, the AVX-512 VNNI kernel);
+// its buffer is twice tile_avx512_vnni_bytes.
 void tile_amx(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,
               const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack);
 void tile_avx2(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,

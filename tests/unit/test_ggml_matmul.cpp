@@ -174,27 +174,36 @@ TEST_CASE("quantized products: many rows, any thread count, every kernel the sam
     }
 }
 
-TEST_CASE("the AMX kernel gives the AVX-512 VNNI kernel's floats (16 rows a tile, the rest on VNNI)") {
+TEST_CASE("the AMX kernel gives the AVX-512 VNNI kernel's floats (any rows, any view of them)") {
     if (!gemm_kernel_runs(GemmKernel::amx)) {
         MESSAGE("this CPU (or its kernel) does not run AMX: not compared");
         return;
     }
-    for (const Product& p : products()) {
-        const std::size_t m = 37;  // two tiles of 16 activation rows and 5 rows on VNNI
-        std::vector<float> a(m * p.k);
-        for (std::size_t j = 0; j < m; ++j)
-            for (std::size_t e = 0; e < p.k; ++e) a[j * p.k + e] = p.a[(j % p.m) * p.k + e] * (1.0f - 0.125f * float(j / p.m));
-        std::vector<float> vnni(m * p.n), amx(m * p.n);
-        {
-            const KernelScope scope(GemmKernel::avx512_vnni);
-            quantized_gemm(p.type, p.w, p.n, p.k, a.data(), m, vnni.data(), 2);
-        }
-        {
+    // m: below one tile of 16 activation rows (VNNI), one tile, 2 x 2 tiles and a padded third
+    // tile, and 4 tiles (the last padded); the fixture's 20 weight rows: a B tile of 16 and one of 4
+    for (const std::size_t m : {7, 16, 37, 53})
+        for (const Product& p : products()) {
+            std::vector<float> a(m * p.k);
+            for (std::size_t j = 0; j < m; ++j)
+                for (std::size_t e = 0; e < p.k; ++e) a[j * p.k + e] = p.a[(j % p.m) * p.k + e] * (1.0f - 0.125f * float(j / p.m));
+            std::vector<float> vnni(m * p.n), amx(m * p.n);
+            {
+                const KernelScope scope(GemmKernel::avx512_vnni);
+                quantized_gemm(p.type, p.w, p.n, p.k, a.data(), m, vnni.data(), 2);
+            }
             const KernelScope scope(GemmKernel::amx);
             quantized_gemm(p.type, p.w, p.n, p.k, a.data(), m, amx.data(), 2);
+            CHECK_MESSAGE(bit_differences(amx, vnni) == 0, p.name << ", " << m << " rows");
+            // views of the rows from a whole tile on (the AMX tiles) and from inside one (VNNI)
+            const QuantizedRows rows = quantize_rows(p.type, a.data(), m, p.k, 2);
+            for (const std::size_t r0 : {std::size_t{16}, std::size_t{3}}) {
+                if (r0 >= m) continue;
+                std::vector<float> part((m - r0) * p.n);
+                quantized_product(QuantizedMatrix{p.type, p.w, p.n, p.k}, rows.range(r0, m), part.data(), p.n, 1);
+                const std::vector<float> want(vnni.begin() + static_cast<std::ptrdiff_t>(r0 * p.n), vnni.end());
+                CHECK_MESSAGE(bit_differences(part, want) == 0, p.name << ", rows [" << r0 << ", " << m << ")");
+            }
         }
-        CHECK_MESSAGE(bit_differences(amx, vnni) == 0, p.name);
-    }
 }
 
 TEST_CASE("rows quantized once give the same products: any row range, weight row range and leading dimension") {
