@@ -202,21 +202,24 @@ void check_blocks(std::size_t k, std::size_t block, const char* what) {
 }
 
 
-// Whether the AMX kernel will want ACTS' rows in tiles (tile_amx): 32-element blocks, 16 rows or more.
-bool wants_tiles(const QuantizedActs& acts) {
-    return acts.dot_type != ggml_q8_K && acts.m >= ggml::amx_group && gemm_kernel() == GemmKernel::amx;
-}
+// Whether the AMX kernel will want ACTS' rows in tiles (tile_amx): 16 rows or more.
+bool wants_tiles(const QuantizedActs& acts) { return acts.m >= ggml::amx_group && gemm_kernel() == GemmKernel::amx; }
 
 // Row J of ACTS (quantized, its d and s set) copied into ACTS' tiles.
 void tile_row(QuantizedActs& acts, std::size_t j) {
-    const std::size_t blocks = acts.k / ggml::qk, head = acts.dot_type == ggml_q8_0 ? 2 : 4;
+    const std::size_t pieces = acts.k / ggml::qk, per = acts.block / ggml::qk;  // 32-element pieces; per block
+    const std::size_t blocks = acts.k / acts.block, head = acts.dot_type == ggml_q8_0 ? 2 : 4;
     const std::size_t g = j / ggml::amx_group, r = j % ggml::amx_group;
     const std::uint8_t* row = acts.bytes.data() + j * acts.row_bytes;
+    for (std::size_t u = 0; u < pieces; ++u)
+        std::memcpy(acts.tiles.data() + ((g * pieces + u) * ggml::amx_group + r) * ggml::qk,
+                    row + u / per * acts.block_bytes + head + u % per * ggml::qk, ggml::qk);
     for (std::size_t b = 0; b < blocks; ++b) {
         const std::size_t at = (g * blocks + b) * ggml::amx_group + r;
-        std::memcpy(acts.tiles.data() + at * ggml::qk, row + b * acts.block_bytes + head, ggml::qk);
         acts.tile_d[at] = acts.d[j * blocks + b];
         if (!acts.tile_s.empty()) acts.tile_s[at] = acts.s[j * blocks + b];
+        if (!acts.tile_bsums.empty())  // q8_K: int16 bsums[16] after the 256 quants
+            std::memcpy(acts.tile_bsums.data() + at * 16, row + b * acts.block_bytes + head + ggml::qk_k, 32);
     }
 }
 
@@ -234,11 +237,12 @@ QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, s
     acts.s.resize(acts.dot_type == ggml_q8_1 ? m * blocks : 0);
     acts.sums.resize(m * (small ? blocks : blocks * 16));
     const bool tiled = wants_tiles(acts);
-    if (tiled) {  // (ceil(M / 16) * 16, K) quants, (ceil(M / 16) * 16, K / 32) d and s: the padding rows zero
+    if (tiled) {  // (ceil(M / 16) * 16, K) quants, (ceil(M / 16) * 16, K / BLOCK) d, s and bsums: the padding rows zero
         const std::size_t padded = (m + ggml::amx_group - 1) / ggml::amx_group * ggml::amx_group;
         acts.tiles.resize(padded * k);
         acts.tile_d.resize(padded * blocks);
         acts.tile_s.resize(acts.s.empty() ? 0 : padded * blocks);
+        acts.tile_bsums.resize(small ? 0 : padded * blocks * 16);
     }
     parallel_for(m, threads, [&](std::size_t j, std::size_t) {
         std::uint8_t* row = acts.bytes.data() + j * acts.row_bytes;
@@ -264,7 +268,10 @@ QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, s
     });
     acts.bytes_at = acts.bytes.data(), acts.d_at = acts.d.data(), acts.sums_at = acts.sums.data();
     acts.s_at = acts.s.data();
-    if (tiled) acts.tiles_at = acts.tiles.data(), acts.tile_d_at = acts.tile_d.data(), acts.tile_s_at = acts.tile_s.data();
+    if (tiled) {
+        acts.tiles_at = acts.tiles.data(), acts.tile_d_at = acts.tile_d.data(), acts.tile_s_at = acts.tile_s.data();
+        acts.tile_bsums_at = acts.tile_bsums.data();
+    }
     return acts;
 }
 
@@ -320,6 +327,7 @@ QuantizedRows QuantizedRows::range(std::size_t r0, std::size_t r1) const {
     if (a.tiles_at && r0 % ggml::amx_group == 0) {  // whole tiles: from tile r0 / 16 on
         view->tiles_at = a.tiles_at + r0 * a.k, view->tile_d_at = a.tile_d_at + r0 * blocks;
         view->tile_s_at = a.dot_type == ggml_q8_1 ? a.tile_s_at + r0 * blocks : a.tile_s_at;
+        view->tile_bsums_at = a.dot_type == ggml_q8_K ? a.tile_bsums_at + r0 * blocks * 16 : a.tile_bsums_at;
     }
     QuantizedRows out;
     out.owner_ = owner_;

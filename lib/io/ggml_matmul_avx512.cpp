@@ -1,6 +1,6 @@
 // quantized_gemm's AVX-512 VNNI kernel: ggml_matmul_tile.hpp over 16 lanes, vpdpbusd for the
 // 4-byte dot products (the weights made unsigned, q8_0's by + 128), vpdpwssd for the offsets; and
-// its AMX variant (tdpbssd) for the 32-element types.
+// its AMX variant (tdpbssd) for the 32-element types, q4_K and q5_K.
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -100,13 +100,24 @@ constexpr std::size_t c_tile = 16 * 16;             // int32 sums (or float accu
 constexpr std::size_t a_tile_bytes = amx_group * qk;  // 512
 constexpr std::size_t b_block_bytes = q8_0_vectors * Avx512::bytes;  // a block of the pack: B tile, d, m
 
-// Where a panel is: activation group G (of 16 rows), the pack's two halves HALF bytes apart.
+constexpr std::size_t k_block_bytes = KLayout<32>::vectors * Avx512::bytes;  // a q4_K / q5_K super-block of the pack
+
+// Where a panel is: activation group G (of 16 rows), the pack's two halves HALF bytes apart;
+// BLOCKS blocks of the dot type a row, PIECES tiles of 32 a row (K / 32: the blocks of the
+// 32-element types, 8 sub-blocks of each super-block of q4_K and q5_K: K_TYPES).
 struct Panel {
     const std::uint8_t* pack;
     std::size_t half;
     const QuantizedActs* acts;
-    std::size_t g, blocks;
+    std::size_t g, blocks, pieces;
+    bool k_types;
 };
+
+// Where piece U's B tile (of the first weight half) is in the pack: pack_small's block U, or
+// sub-block U % 8 of pack_K's super-block U / 8 (its vectors 8s to 8s + 7).
+inline const std::uint8_t* b_piece(const Panel& p, std::size_t u) {
+    return p.k_types ? p.pack + u / 8 * k_block_bytes + u % 8 * a_tile_bytes : p.pack + u * b_block_bytes;
+}
 
 // The BYTES at P asked into L1 (the tile loads are not followed by the hardware's prefetchers).
 inline void prefetch(const void* p, std::size_t bytes) {
@@ -115,14 +126,15 @@ inline void prefetch(const void* p, std::size_t bytes) {
 
 constexpr std::size_t ahead = 2;  // blocks prefetched ahead of the tile loads
 
-// Block B's tile products of the panel's MB groups by its NB weight tiles into C tiles 0-3.
+// Piece U's tile products of the panel's MB groups by its NB weight tiles into C tiles 0-3.
 template <std::size_t MB, std::size_t NB>
-void amx_products(const Panel& p, std::size_t b) {
-    const std::int8_t* a0 = p.acts->tiles_at + (p.g * p.blocks + b) * a_tile_bytes;
-    const std::uint8_t* b0 = p.pack + b * b_block_bytes;
-    if (b + ahead < p.blocks) {
-        for (std::size_t mb = 0; mb < MB; ++mb) prefetch(a0 + (mb * p.blocks + ahead) * a_tile_bytes, a_tile_bytes);
-        for (std::size_t nb = 0; nb < NB; ++nb) prefetch(b0 + nb * p.half + ahead * b_block_bytes, b_block_bytes);
+void amx_products(const Panel& p, std::size_t u) {
+    const std::int8_t* a0 = p.acts->tiles_at + (p.g * p.pieces + u) * a_tile_bytes;
+    const std::uint8_t* b0 = b_piece(p, u);
+    if (u + ahead < p.pieces) {
+        const std::uint8_t* next = b_piece(p, u + ahead);
+        for (std::size_t mb = 0; mb < MB; ++mb) prefetch(a0 + (mb * p.pieces + ahead) * a_tile_bytes, a_tile_bytes);
+        for (std::size_t nb = 0; nb < NB; ++nb) prefetch(next + nb * p.half, p.k_types ? a_tile_bytes : b_block_bytes);
     }
     _tile_loadd(4, a0, qk);
     _tile_loadd(6, b0, Avx512::bytes);
@@ -134,7 +146,7 @@ void amx_products(const Panel& p, std::size_t b) {
         _tile_dpbssd(1, 4, 7);
     }
     if constexpr (MB == 2) {
-        _tile_loadd(5, a0 + p.blocks * a_tile_bytes, qk);
+        _tile_loadd(5, a0 + p.pieces * a_tile_bytes, qk);
         _tile_zero(2);
         _tile_dpbssd(2, 5, 6);
         if constexpr (NB == 2) {
@@ -219,16 +231,97 @@ void amx_panel(const Panel& p, float* out, std::size_t ldo, std::size_t rows) {
     amx_out<MB, NB>(p, facc, out, ldo, rows);
 }
 
+// ---- q4_K and q5_K on the same tiles: a piece is a sub-block of 32 (pack_K's vectors 8s to 8s +
+// 7 are its B tile, the quants 0..15 or 0..31 as signed bytes), its sums times the sub-block's
+// scale added to ISC (int32, exact); after the 8th, the super-block's floats as k_rows makes them
+// (the offsets' pairs times the activations' bsums, IMN), so the floats are the AVX-512 VNNI
+// kernel's. (q6_K's sub-blocks of 16 stay on VNNI.)
+
+// ISC (= if FIRST, else +=) piece U's sums C times its sub-block's scales (the layout of C).
+template <std::size_t MB, std::size_t NB, bool First>
+[[gnu::always_inline]] inline void amx_k_scale(const Panel& p, std::size_t u, const std::int32_t* c, std::int32_t* isc) {
+    using L = KLayout<32>;
+    for (std::size_t nb = 0; nb < NB; ++nb) {
+        const __m512i scale = Avx512::load(p.pack + nb * p.half + u / 8 * k_block_bytes + (L::scales + u % 8) * Avx512::bytes);
+        for (std::size_t mb = 0; mb < MB; ++mb) {
+            const std::size_t t = (mb * NB + nb) * c_tile;
+#pragma GCC unroll 16
+            for (std::size_t r = 0; r < amx_group; ++r) {
+                const __m512i v = _mm512_mullo_epi32(_mm512_load_si512(c + t + 16 * r), scale);
+                _mm512_store_si512(isc + t + 16 * r, First ? v : _mm512_add_epi32(_mm512_load_si512(isc + t + 16 * r), v));
+            }
+        }
+    }
+}
+
+// FACC (= if FIRST, else +=) super-block B's floats: d * d_a * ISC - dmin * d_a * IMN, as k_rows.
+template <std::size_t MB, std::size_t NB, bool First>
+void amx_k_float(const Panel& p, std::size_t b, const std::int32_t* isc, float* facc) {
+    using L = KLayout<32>;
+    using V = Avx512;
+    for (std::size_t nb = 0; nb < NB; ++nb) {
+        const std::uint8_t* w = p.pack + nb * p.half + b * k_block_bytes;
+        const __m512 d = V::loadf(w + V::bytes * L::d), dmin = V::loadf(w + V::bytes * L::dmin);
+        __m512i pairs[8];
+        for (std::size_t q = 0; q < 8; ++q) pairs[q] = V::load(w + V::bytes * (L::pairs + q));
+        for (std::size_t mb = 0; mb < MB; ++mb) {
+            const std::size_t at = ((p.g + mb) * p.blocks + b) * amx_group, t = (mb * NB + nb) * c_tile;
+            for (std::size_t r = 0; r < amx_group; ++r) {
+                const std::int16_t* bsums = p.acts->tile_bsums_at + (at + r) * 16;
+                __m512i imn = V::izero();
+#pragma GCC unroll 8
+                for (std::size_t q = 0; q < 8; ++q) imn = V::dot_pairs(imn, pairs[q], V::bcast4(bsums + 2 * q));
+                const __m512 da = V::set1f(p.acts->tile_d_at[at + r]);
+                __m512 f = First ? V::fzero() : _mm512_load_ps(facc + t + 16 * r);
+                f = V::add(f, V::mul(V::mul(d, da), V::cvt(_mm512_load_si512(isc + t + 16 * r))));
+                _mm512_store_ps(facc + t + 16 * r, V::sub(f, V::mul(V::mul(dmin, da), V::cvt(imn))));
+            }
+        }
+    }
+}
+
+// Piece U's sums C into ISC, and after a super-block's last, into FACC.
+template <std::size_t MB, std::size_t NB>
+[[gnu::always_inline]] inline void amx_k_step(const Panel& p, std::size_t u, const std::int32_t* c, std::int32_t* isc,
+                                              float* facc) {
+    if (u % 8 == 0) amx_k_scale<MB, NB, true>(p, u, c, isc);
+    else amx_k_scale<MB, NB, false>(p, u, c, isc);
+    if (u % 8 != 7) return;
+    if (u == 7) amx_k_float<MB, NB, true>(p, u / 8, isc, facc);
+    else amx_k_float<MB, NB, false>(p, u / 8, isc, facc);
+}
+
+// amx_panel for q4_K and q5_K: piece u - 1's sums scaled while piece u's products run.
+template <std::size_t MB, std::size_t NB>
+void amx_k_panel(const Panel& p, float* out, std::size_t ldo, std::size_t rows) {
+    alignas(64) float facc[MB * NB * c_tile];
+    alignas(64) std::int32_t isc[MB * NB * c_tile];
+    alignas(64) std::int32_t sums[2][MB * NB * c_tile];
+    for (std::size_t u = 0; u < p.pieces; ++u) {
+        amx_products<MB, NB>(p, u);
+        if (u > 0) amx_k_step<MB, NB>(p, u - 1, sums[(u - 1) & 1], isc, facc);
+        amx_store<MB, NB>(sums[u & 1]);
+    }
+    amx_k_step<MB, NB>(p, p.pieces - 1, sums[(p.pieces - 1) & 1], isc, facc);
+    amx_out<MB, NB>(p, facc, out, ldo, rows);
+}
+
+template <std::uint32_t Type, std::size_t MB, std::size_t NB>
+void amx_any_panel(const Panel& p, float* out, std::size_t ldo, std::size_t rows) {
+    if constexpr (Type == ggml_q4_K) amx_k_panel<MB, NB>(p, out, ldo, rows);  // q4_K and q5_K
+    else amx_panel<Type, MB, NB>(p, out, ldo, rows);
+}
+
 // Every activation group, two at a time, against the ROWS (<= 32) weight rows of the pack.
 template <std::uint32_t Type>
 void amx_groups(Panel p, float* out, std::size_t ldo, std::size_t rows) {
     const std::size_t groups = (p.acts->m + amx_group - 1) / amx_group;
     for (p.g = 0; p.g < groups; p.g += 2) {
         const bool two = p.g + 1 < groups;
-        if (two && rows > 16) amx_panel<Type, 2, 2>(p, out, ldo, rows);
-        else if (two) amx_panel<Type, 2, 1>(p, out, ldo, rows);
-        else if (rows > 16) amx_panel<Type, 1, 2>(p, out, ldo, rows);
-        else amx_panel<Type, 1, 1>(p, out, ldo, rows);
+        if (two && rows > 16) amx_any_panel<Type, 2, 2>(p, out, ldo, rows);
+        else if (two) amx_any_panel<Type, 2, 1>(p, out, ldo, rows);
+        else if (rows > 16) amx_any_panel<Type, 1, 2>(p, out, ldo, rows);
+        else amx_any_panel<Type, 1, 1>(p, out, ldo, rows);
     }
 }
 
@@ -236,13 +329,21 @@ void amx_groups(Panel p, float* out, std::size_t ldo, std::size_t rows) {
 
 void tile_amx(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,
               const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack) {
-    if (acts.dot_type == ggml_q8_K || !acts.tiles_at) return tile<Avx512>(type, w, row_bytes, rows, acts, out, ldo, pack);
-    const std::size_t blocks = acts.k / qk, half = tile_pack_bytes<Avx512>(type, acts.k);
-    pack_small<Avx512>(type, w, row_bytes, rows < 16 ? rows : 16, blocks, pack, 0);
-    if (rows > 16) pack_small<Avx512>(type, w + 16 * row_bytes, row_bytes, rows - 16, blocks, pack + half, 0);
+    if (type == ggml_q6_K || !acts.tiles_at) return tile<Avx512>(type, w, row_bytes, rows, acts, out, ldo, pack);
+    const bool k_types = acts.dot_type == ggml_q8_K;  // q4_K, q5_K
+    const std::size_t blocks = acts.k / acts.block, half = tile_pack_bytes<Avx512>(type, acts.k);
+    const std::size_t top = rows < 16 ? rows : 16;
+    if (k_types) {
+        pack_K<Avx512, 32>(type, w, row_bytes, top, blocks, pack);
+        if (rows > 16) pack_K<Avx512, 32>(type, w + 16 * row_bytes, row_bytes, rows - 16, blocks, pack + half);
+    } else {
+        pack_small<Avx512>(type, w, row_bytes, top, blocks, pack, 0);
+        if (rows > 16) pack_small<Avx512>(type, w + 16 * row_bytes, row_bytes, rows - 16, blocks, pack + half, 0);
+    }
     configure_tiles();
-    const Panel p{pack, half, &acts, 0, blocks};
-    if (type == ggml_q8_0) amx_groups<ggml_q8_0>(p, out, ldo, rows);
+    const Panel p{pack, half, &acts, 0, blocks, acts.k / qk, k_types};
+    if (k_types) amx_groups<ggml_q4_K>(p, out, ldo, rows);
+    else if (type == ggml_q8_0) amx_groups<ggml_q8_0>(p, out, ldo, rows);
     else if (type == ggml_q4_0) amx_groups<ggml_q4_0>(p, out, ldo, rows);
     else if (type == ggml_q5_0) amx_groups<ggml_q5_0>(p, out, ldo, rows);
     else if (type == ggml_q4_1) amx_groups<ggml_q4_1>(p, out, ldo, rows);

@@ -30,15 +30,18 @@ struct QuantizedActs {
     const float* d_at = nullptr;
     const std::int32_t* sums_at = nullptr;
     const float* s_at = nullptr;
-    // The AMX kernel's copy of a 32-element dot type's rows (made when that kernel runs and M >= 16):
-    // the quants tile by tile, (ceil(M / 16), K / 32, 16, 32), so that a tile of 16 rows x 32 bytes
-    // is 512 contiguous bytes; each row's d (and q8_1's s) beside them, (ceil(M / 16), K / 32, 16);
+    // The AMX kernel's copy of the rows (made when that kernel runs and M >= 16): the quants tile
+    // by tile, (ceil(M / 16), K / 32, 16, 32), so that a tile of 16 rows x 32 bytes (a block, or
+    // q8_K's sub-block of 32) is 512 contiguous bytes; each row's d per block (and q8_1's s) beside
+    // them, (ceil(M / 16), K / BLOCK, 16); q8_K's bsums, (ceil(M / 16), K / 256, 16, 16) int16;
     // the rows past M zero. Null in a view of rows that does not start at a multiple of 16.
     std::vector<std::int8_t> tiles;
     std::vector<float> tile_d, tile_s;
+    std::vector<std::int16_t> tile_bsums;
     const std::int8_t* tiles_at = nullptr;
     const float* tile_d_at = nullptr;
     const float* tile_s_at = nullptr;
+    const std::int16_t* tile_bsums_at = nullptr;
 };
 
 inline constexpr std::size_t amx_group = 16;  // the activation rows of an AMX tile
@@ -81,15 +84,15 @@ using TileFn = void (*)(std::uint32_t type, const std::uint8_t* w, std::size_t r
 std::size_t tile_avx512_vnni_bytes(std::uint32_t type, std::size_t k);
 std::size_t tile_avx2_bytes(std::uint32_t type, std::size_t k);
 
-// Products OUT[j * LDO + i] for the weight rows i in [0, ROWS) (ROWS <= 16) at W (ROW_BYTES
+// Products OUT[j * LDO + i] for the weight rows i in [0, ROWS) at W (ROW_BYTES
 // apart) and every activation row j of ACTS; PACK is the worker's buffer of
 // tile_avx512_vnni_bytes. (The buffer is the caller's: nothing of the standard library's may be
 // instantiated in the AVX-512 file, lest the linker give a baseline file its AVX-512 copy.)
 void tile_avx512_vnni(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,
                       const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack);
-// The same with AMX tiles for the 32-element types, ROWS <= 32 (two B tiles of 16), ACTS in tiles
-// of 16 rows (QuantizedActs::tiles; without them, and for the K types, the AVX-512 VNNI kernel);
-// its buffer is twice tile_avx512_vnni_bytes.
+// The same with AMX tiles for the 32-element types, q4_K and q5_K, ROWS <= 32 (two B tiles of
+// 16), ACTS in tiles of 16 rows (QuantizedActs::tiles; without them, and for q6_K, the AVX-512
+// VNNI kernel); its buffer is twice tile_avx512_vnni_bytes.
 void tile_amx(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,
               const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack);
 void tile_avx2(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,

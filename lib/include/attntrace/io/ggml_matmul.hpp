@@ -99,8 +99,8 @@ void quantize_row_q8_1(const float* x, std::uint8_t* y, std::size_t k);
 // Which kernel quantized_gemm runs: the best this CPU runs (AMX where it has AMX-INT8 and Linux
 // grants the process its tiles, else AVX-512 VNNI where it has AVX-512F/BW/VL and VNNI, else AVX2
 // with FMA, else scalar), or one named (UsageError when this CPU cannot run it). `amx` runs the
-// 32-element types on AMX tiles (16 activation rows at a time) and the K types on AVX-512 VNNI;
-// its floats are AVX-512 VNNI's.
+// 32-element types, q4_K and q5_K on AMX tiles (2 x 2 tiles of 16 activation rows by 16 weight
+// rows; fewer than 16 activation rows, and q6_K, on AVX-512 VNNI); its floats are AVX-512 VNNI's.
 enum class GemmKernel : std::uint8_t { best, scalar, avx2, avx512_vnni, amx };
 void set_gemm_kernel(GemmKernel kernel);
 GemmKernel gemm_kernel();  // the one that runs: never `best`
