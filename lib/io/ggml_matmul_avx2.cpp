@@ -17,6 +17,7 @@ struct Avx2 {
     static constexpr bool offset_q8_0 = false;  // + 128 could saturate vpmaddubsw
     // (no q8_0 packing of its own: pack_small's loop)
     static bool pack_q8_0(const std::uint8_t*, std::size_t, std::size_t, std::size_t, std::uint8_t*, int) { return false; }
+    static bool pack_q4_K(const std::uint8_t*, std::size_t, std::size_t, std::size_t, std::uint8_t*) { return false; }
     static I izero() { return _mm256_setzero_si256(); }
     static F fzero() { return _mm256_setzero_ps(); }
     static I load(const std::uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }

@@ -61,6 +61,48 @@ struct Avx512 {
         }
         return true;
     }
+    // pack_K for q4_K (ggml-quants.c dequantize_row_q4_K's nibbles, get_scale_min_k4's 6-bit
+    // scales and mins), the ROWS rows' bytes gathered a dword at a time: sub-block 2j's quants are
+    // the low nibbles of qs[32j, 32j + 32), 2j + 1's the high ones; the lanes past ROWS zero.
+    static bool pack_q4_K(const std::uint8_t* w, std::size_t row_bytes, std::size_t rows, std::size_t blocks,
+                          std::uint8_t* pack) {
+        using L = KLayout<32>;
+        const auto live = static_cast<__mmask16>((1u << rows) - 1u);
+        const I at = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                        _mm512_set1_epi32(static_cast<std::int32_t>(row_bytes)));
+        const I nibble = _mm512_set1_epi32(0x0F0F0F0F), six = _mm512_set1_epi32(63);
+        for (std::size_t b = 0; b < blocks; ++b) {
+            const std::uint8_t* block = w + b * sizeof(BlockQ4_K);
+            std::uint8_t* out = pack + b * L::vectors * bytes;
+            const auto gather = [&](std::size_t offset) { return _mm512_mask_i32gather_epi32(izero(), live, at, block + offset, 1); };
+            for (std::size_t j = 0; j < 4; ++j)
+                for (std::size_t k4 = 0; k4 < 8; ++k4) {
+                    const I q = gather(16 + 32 * j + 4 * k4);
+                    _mm512_storeu_si512(out + bytes * (16 * j + k4), _mm512_and_si512(q, nibble));
+                    _mm512_storeu_si512(out + bytes * (16 * j + 8 + k4), _mm512_and_si512(_mm512_srli_epi32(q, 4), nibble));
+                }
+            I sc[12];  // scales[12], a byte a lane
+            for (std::size_t d = 0; d < 3; ++d) {
+                const I v = gather(4 + 4 * d);
+                for (std::size_t i = 0; i < 4; ++i)
+                    sc[4 * d + i] = _mm512_and_si512(_mm512_srli_epi32(v, static_cast<unsigned>(8 * i)), _mm512_set1_epi32(255));
+            }
+            for (std::size_t j = 0; j < 8; ++j) {  // get_scale_min_k4
+                const I scale = j < 4 ? _mm512_and_si512(sc[j], six)
+                                      : _mm512_or_si512(_mm512_and_si512(sc[j + 4], _mm512_set1_epi32(15)),
+                                                        _mm512_slli_epi32(_mm512_srli_epi32(sc[j - 4], 6), 4));
+                const I min = j < 4 ? _mm512_and_si512(sc[j + 4], six)
+                                    : _mm512_or_si512(_mm512_srli_epi32(sc[j + 4], 4), _mm512_slli_epi32(_mm512_srli_epi32(sc[j], 6), 4));
+                _mm512_storeu_si512(out + bytes * (L::scales + j), scale);
+                _mm512_storeu_si512(out + bytes * (L::pairs + j), _mm512_or_si512(min, _mm512_slli_epi32(min, 16)));
+            }
+            const I dd = gather(0);  // d in the low half, dmin in the high
+            _mm512_storeu_ps(out + bytes * L::d, _mm512_maskz_mov_ps(live, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd))));
+            _mm512_storeu_ps(out + bytes * L::dmin,
+                             _mm512_maskz_mov_ps(live, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)))));
+        }
+        return true;
+    }
 };
 
 // ---- AMX, for the 32-element types. A task is up to 32 weight rows: two B tiles (the VNNI pack

@@ -115,6 +115,7 @@ void pack_K(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, st
             std::uint8_t* pack) {
     using L = KLayout<Sub>;
     constexpr std::size_t vb = V::bytes;
+    if (type == ggml_q4_K && V::pack_q4_K(w, row_bytes, rows, blocks, pack)) return;
     std::memset(pack, 0, blocks * L::vectors * vb);
     KInts x;
     for (std::size_t i = 0; i < rows; ++i)
