@@ -339,7 +339,11 @@ namespace {
 
 // The largest |X[l]| of N floats as its bits: every float's |x| compared as an integer, which orders
 // them as floats do; at least 0x7f800000 when one is an infinity or a NaN. (A loop the compiler
-// vectorizes, unlike std::max over floats.)
+// vectorizes, unlike std::max over floats; compiled for AVX-512 and AVX2 too, picked at load:
+// integer operations, the same on each.)
+#if ATTNTRACE_GGML_X86
+[[gnu::target_clones("avx512f", "avx2", "default")]]
+#endif
 std::uint32_t abs_max_bits(const float* x, std::size_t n) {
     std::uint32_t most = 0;
     for (std::size_t l = 0; l < n; ++l) {
@@ -355,7 +359,11 @@ constexpr std::uint32_t nonfinite_bits = 0x7f800000u;
 
 // ggml's nearest_int of X[l] * SCALE for N floats (|X[l] * SCALE| <= 2^22), each clamped to
 // [-128, 127], into Q: the same integers as lrint in the default rounding mode (half to even), in
-// a loop the compiler vectorizes.
+// a loop the compiler vectorizes (for AVX-512 and AVX2 too: one multiply and one add, not fused
+// under -ffp-contract=off, so the same integers on each).
+#if ATTNTRACE_GGML_X86
+[[gnu::target_clones("avx512f", "avx2", "default")]]
+#endif
 void scaled_nearest(const float* x, float scale, std::size_t n, std::int8_t* q) {
     for (std::size_t l = 0; l < n; ++l) {
         const float v = x[l] * scale + 12582912.f;
