@@ -147,15 +147,24 @@ void Tokenizer::Impl::encode_pipeline(std::string_view text, bool add_special_to
     if (post_processor) post_processor->process(tokens, add_special_tokens, vocab);
 }
 
-Encoding Tokenizer::encode(std::string_view text, bool add_special_tokens, const std::string& source) const {
+Tokens Tokenizer::Impl::encode_tokens(std::string_view text, bool add_special_tokens, const std::string& source) const {
     if (const auto bad = first_invalid_utf8(text))
         throw InputError(source + ": invalid UTF-8 at byte " + std::to_string(*bad));
     Tokens tokens;
-    // English runs at ~4 bytes a token, CJK at 1-2: room for one every 2 bytes, so that a 1 MB text is
-    // never copied to a larger block (from 4 MiB on a block's pages are zeroed only as they are used)
-    tokens.reserve(text.size() / 2 + 16);
-    if (impl_->gguf) impl_->gguf->encode(text, add_special_tokens, tokens);
-    else impl_->encode_pipeline(text, add_special_tokens, tokens);
+    // A token covers a byte or more (but the few the post-processor adds): room for one a byte where
+    // that is a block of 4 MiB or more (a 200 KB text), whose pages are faulted in only as they are
+    // used (tensor/buffer.hpp), so that the tokens are never copied to a larger block (GPT-2 makes
+    // 620k of them from 1 MB of mixed scripts). Below, room for one every 2 bytes (English runs at
+    // ~4 bytes a token, CJK at 1-2): a smaller block is populated whole at once.
+    constexpr std::size_t kLazyBlock = std::size_t{4} << 20;
+    tokens.reserve((text.size() * sizeof(Token) >= kLazyBlock ? text.size() : text.size() / 2) + 16);
+    if (gguf) gguf->encode(text, add_special_tokens, tokens);
+    else encode_pipeline(text, add_special_tokens, tokens);
+    return tokens;
+}
+
+Encoding Tokenizer::encode(std::string_view text, bool add_special_tokens, const std::string& source) const {
+    const Tokens tokens = impl_->encode_tokens(text, add_special_tokens, source);
     Encoding e;
     e.ids.reserve(tokens.size());
     e.tokens.reserve(tokens.size());
