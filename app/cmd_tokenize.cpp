@@ -30,6 +30,7 @@ struct TokenizeOptions {
     bool text_given = false;
     bool format_given = false;
     bool no_special = false;
+    std::size_t threads = 0;       // 0: every core (the model uses 2 at most)
     std::string format = "text";
 };
 
@@ -110,7 +111,8 @@ void run_tokenize(const TokenizeOptions& opt) {
         throw attntrace::UsageError("tokenize: give exactly one of --text S, --text-file F, - (stdin), --jsonl F or --decode IDS");
     if (!opt.stdin_marker.empty() && opt.stdin_marker != "-")
         throw attntrace::UsageError("tokenize: unexpected argument \"" + opt.stdin_marker + "\" (- reads the text from stdin)");
-    const auto tokenizer = attntrace::Tokenizer::load(opt.model);
+    auto tokenizer = attntrace::Tokenizer::load(opt.model);
+    tokenizer.set_threads(opt.threads);
     if (!opt.decode.empty()) {
         std::cout << tokenizer.decode(parse_ids(opt.decode)) << '\n';
         return;
@@ -132,6 +134,8 @@ void setup_tokenize(CLI::App& app) {
     cmd->add_option("STDIN", opt->stdin_marker, "- : read the text from stdin");
     cmd->add_option("--text", opt->text, "the text to tokenize")->each([o = opt.get()](const std::string&) { o->text_given = true; });
     cmd->add_option("--text-file", opt->text_file, "tokenize this file's whole content as one text (- for stdin)");
+    cmd->add_option("--threads", opt->threads, "number of threads (default: all cores; a text of 64 KB and more uses 2 at most)")
+        ->check(positive_integer(1024));
     cmd->add_flag("--no-special-tokens", opt->no_special, "add no special tokens (add_special_tokens=False)");
     cmd->add_option("--format", opt->format, "text (one token a line) or json")
         ->check(CLI::IsMember({"text", "json"}))

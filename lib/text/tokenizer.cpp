@@ -11,6 +11,7 @@
 #include "attntrace/io/gguf.hpp"
 #include "attntrace/text/gguf_vocabulary.hpp"
 #include "attntrace/tensor/errors.hpp"
+#include "attntrace/tensor/threads.hpp"
 #include "components.hpp"
 #include "added_tokens.hpp"
 #include "tokenizer_impl.hpp"
@@ -102,14 +103,35 @@ void Tokenizer::Impl::build() {
     added = AddedTokens(vocab.added, normalizer.get());
 }
 
-void Tokenizer::Impl::run_model(Pieces& pieces, Tokens& out) const {
+// The model over pieces [FROM, TO) of PIECES, appended to OUT, as WORKER (Model::tokenize).
+void Tokenizer::Impl::model_range(const Pieces& pieces, std::size_t from, std::size_t to, std::size_t worker, Tokens& out) const {
     std::vector<ModelToken> tokens;
-    for (const Piece& piece : pieces.pieces) {
+    std::vector<std::size_t> hints(pieces.strs.size(), 0);  // this worker's, for original_span
+    for (std::size_t i = from; i < to; ++i) {
+        const Piece& piece = pieces.pieces[i];
         tokens.clear();
-        model->tokenize(pieces.text(piece), pieces.byte_level, tokens);
+        model->tokenize(pieces.text(piece), pieces.byte_level, tokens, worker);
         const NormStr& s = pieces.strs[piece.str];
-        for (const ModelToken& t : tokens) out.push_back({t.id, s.original_span(piece.begin + t.begin, piece.begin + t.end)});
+        for (const ModelToken& t : tokens)
+            out.push_back({t.id, s.original_span(piece.begin + t.begin, piece.begin + t.end, hints[piece.str])});
     }
+}
+
+// Many pieces (a text of 64 KB and more) are cut in two halves, the second one tokenized by a
+// second worker (each with its own cache of words) into a block of its own, appended after.
+void Tokenizer::Impl::run_model(Pieces& pieces, Tokens& out) const {
+    constexpr std::size_t kPiecesPerWorker = 8192;
+    const std::size_t n = pieces.pieces.size();
+    const std::size_t workers = std::min({Model::kWorkers, thread_count(threads), n / kPiecesPerWorker});
+    if (workers < 2) return model_range(pieces, 0, n, 0, out);
+    const std::size_t half = n / 2;
+    Tokens rest;
+    rest.reserve(out.capacity() - out.size());  // a block of 4 MiB and more is faulted in as it is used
+    parallel_for(2, 2, [&](std::size_t task, std::size_t) {
+        if (task == 0) model_range(pieces, 0, half, 0, out);
+        else model_range(pieces, half, n, 1, rest);
+    });
+    out.insert(out.end(), rest.begin(), rest.end());
 }
 
 // One stretch of the text between the added tokens matched in the raw text.
@@ -216,6 +238,7 @@ std::vector<std::uint32_t> Tokenizer::special_ids() const {
     return out;
 }
 const std::string& Tokenizer::file() const { return impl_->file; }
+void Tokenizer::set_threads(std::size_t threads) { impl_->threads = threads; }
 
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;

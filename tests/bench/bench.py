@@ -579,7 +579,8 @@ def tokenizer_bench(build, work, reps):
     """MB/s and tokens/s on 1 MB of English and 1 MB of mixed scripts (tests/bench/tokenizer_texts.py):
     attntrace tokenize as a whole process (reading tokenizer.json, writing the JSON to a pipe)
     against the warm encode alone in node of @huggingface/tokenizers (the JS port) and of
-    @anush008/tokenizers (the Rust library), one thread each."""
+    @anush008/tokenizers (the Rust library), one thread each; attntrace with its default (up to 2
+    threads: the model's two halves at once) and with --threads 1."""
     import hashlib
     import lzma
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -604,8 +605,11 @@ def tokenizer_bench(build, work, reps):
             size = os.path.getsize(text)
             cmd = [os.path.join(build, "attntrace"), "tokenize", folder, "--text-file", text, "--format", "json"]
             wall, cpu, out = time_process(cmd, reps)
+            wall1, _, out1 = time_process(cmd + ["--threads", "1"], reps)
             ids = json.loads(out)["ids"]
-            rows.append(dict(tokenizer=name, text=label, bytes=size, tokens=len(ids), wall=wall, cpu=cpu,
+            if out1 != out:
+                raise SystemExit(f"tokenize {name} {label}: --threads 1 gives other output than 2 threads")
+            rows.append(dict(tokenizer=name, text=label, bytes=size, tokens=len(ids), wall=wall, cpu=cpu, wall1=wall1,
                              node=node_encode_seconds(node_dir, folder, text, "js"),
                              rust=node_encode_seconds(node_dir, folder, text, "rust"),
                              same_as_rust=rust_ids_equal(node_dir, folder, text, ids)))
@@ -614,12 +618,13 @@ def tokenizer_bench(build, work, reps):
 
 
 def print_tokenizer_table(rows, node_dir, build):
-    print("tokenizers (1 MB, one thread; attntrace: whole process, reading tokenizer.json and writing the JSON;"
+    print("tokenizers (1 MB; attntrace: whole process, reading tokenizer.json and writing the JSON, its default of"
+          " up to 2 threads (the model's two halves at once), and with --threads 1;"
           " JS: @huggingface/tokenizers' warm encode alone, Rust: @anush008/tokenizers' (tokenizers 0.22) warm"
-          " encode alone, both in node; ratio = their time / attntrace wall time):")
+          " encode alone, both in node on one thread; ratio = their time / attntrace wall time):")
     print("| tokenizer | text | tokens | attntrace MB/s (wall) | tokens/s | MB/s (CPU time) | JS MB/s | ratio | goal 10x |"
-          " Rust MB/s | ratio | goal 10x | ids = Rust library |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          " Rust MB/s | ratio | goal 10x | ids = Rust library | --threads 1 MB/s | ratio to Rust |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def versus(seconds, r):
         if not seconds:
@@ -631,7 +636,8 @@ def print_tokenizer_table(rows, node_dir, build):
         mb = r["bytes"] / 1e6
         rust = {True: "yes", False: "NO", None: "-"}[r["same_as_rust"]]
         print(f"| {r['tokenizer']} | {r['text']} | {r['tokens']} | {mb / r['wall']:.2f} | {r['tokens'] / r['wall']:.0f} |"
-              f" {mb / r['cpu']:.2f} | {versus(r['node'], r)} | {versus(r.get('rust'), r)} | {rust} |")
+              f" {mb / r['cpu']:.2f} | {versus(r['node'], r)} | {versus(r.get('rust'), r)} | {rust} |"
+              f" {mb / r['wall1']:.2f} | {(r['rust'] / r['wall1']) if r.get('rust') else 0:.1f}x |")
     if not node_dir:
         print(f"  (node side skipped: npm install --prefix {os.path.join(build, 'tokenizer_reference')}"
               " @huggingface/tokenizers@0.2.0 @anush008/tokenizers@0.6.0)")

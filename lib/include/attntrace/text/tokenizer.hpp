@@ -72,6 +72,9 @@ public:
     // The ids of the added tokens marked "special" (<|endoftext|>, [CLS], <mask> ...).
     std::vector<std::uint32_t> special_ids() const;
     const std::string& file() const;       // the tokenizer.json read
+    // The threads encode may use (0, the default: every core this process may use): a text of
+    // 64 KB and more is tokenized by the model in two halves at once (at most 2 threads).
+    void set_threads(std::size_t threads);
 
     Tokenizer(Tokenizer&&) noexcept;
     Tokenizer& operator=(Tokenizer&&) noexcept;
