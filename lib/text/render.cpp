@@ -187,36 +187,6 @@ private:
     std::vector<std::uint64_t> known_;
 };
 
-// The JSON texts of the tokens seen ("..." with JSON's escapes), each made once, by id: a text
-// repeats its common tokens, and a token's text is then one copy instead of an escape per byte.
-class TokenTexts {
-public:
-    template <class View>
-    std::string_view get(const View& e, std::size_t i) {
-        const std::uint32_t id = e.id(i);
-        if (id >= at_.size()) at_.resize(std::max<std::size_t>(id + 1, at_.size() * 2), 0);
-        std::uint64_t& k = at_[id];  // where the text starts in pool_ (high 40 bits) and its length (low 24); 0: not made
-        if (k == 0) {
-            const std::string_view token = e.token(i);
-            const std::size_t from = pool_.size();
-            pool_.resize(from + 2 + token.size() * kMaxEscape);
-            char* p = pool_.data() + from;
-            *p++ = '"';
-            p = put_escaped(p, token, Escapes::json);
-            *p++ = '"';
-            const auto len = static_cast<std::size_t>(p - (pool_.data() + from));
-            pool_.resize(from + len);
-            if (len >= (std::size_t{1} << 24) || from >= (std::uint64_t{1} << 40)) return std::string_view(pool_).substr(from);
-            k = std::uint64_t(from) << 24 | len;  // never 0: the quotes are 2 bytes
-        }
-        return std::string_view(pool_).substr(k >> 24, k & 0xFFFFFF);
-    }
-
-private:
-    std::vector<std::uint64_t> at_;
-    std::string pool_;
-};
-
 template <class View>
 void put_encoding_json(Out& out, const View& e) {
     IdTexts ids;
@@ -227,12 +197,14 @@ void put_encoding_json(Out& out, const View& e) {
         out.advance(ids.put(p, e.id(i)));
     }
     out.advance(put_text(out.room(16), "], \"tokens\": ["));
-    TokenTexts texts;
     for (std::size_t i = 0; i < e.size(); ++i) {
-        const std::string_view text = texts.get(e, i);  // a view into texts, valid until its next get
-        char* p = out.room(2 + text.size());
+        const std::string_view token = e.token(i);
+        char* p = out.room(4 + token.size() * kMaxEscape);
         if (i) p = put_text(p, ", ");
-        out.advance(put_text(p, text));
+        *p++ = '"';
+        p = put_escaped(p, token, Escapes::json);
+        *p++ = '"';
+        out.advance(p);
     }
     out.advance(put_text(out.room(16), "], \"offsets\": ["));
     std::uint64_t last = 0;  // the previous end's digits (a token mostly begins where one ended)
