@@ -12,7 +12,7 @@ trap 'rm -rf "$W"' EXIT
 "$A" model tests/fixtures/models/full_gpt2 --text "the café 你 😀" --report "$W/report.html" --top 3 > /dev/null
 chromium --headless --no-sandbox --disable-gpu --user-data-dir="$W/profile" --virtual-time-budget=20000 \
     --screenshot="$I/model_report.png" --window-size=1300,1150 "file://$W/report.html#open=2,3" 2> /dev/null
-# stories260K (llama2.c's trained 260K-parameter Llama) on BOS and the first 23 ids run.c generated.
+# The stories260K checkpoint (llama2.c's 260K-parameter Llama, as a public repository holds it) on BOS and the first 23 ids run.c generated.
 D=tests/fixtures/models/stories260k
 ids=$(python3 -c 'import json, sys; g = json.load(open(sys.argv[1])); print(",".join(map(str, [g["bos"]] + g["greedy"][:23])))' \
     "$D/runc_greedy.json")
