@@ -111,8 +111,7 @@ void run_tokenize(const TokenizeOptions& opt) {
         throw attntrace::UsageError("tokenize: give exactly one of --text S, --text-file F, - (stdin), --jsonl F or --decode IDS");
     if (!opt.stdin_marker.empty() && opt.stdin_marker != "-")
         throw attntrace::UsageError("tokenize: unexpected argument \"" + opt.stdin_marker + "\" (- reads the text from stdin)");
-    auto tokenizer = attntrace::Tokenizer::load(opt.model);
-    tokenizer.set_threads(opt.threads);
+    auto tokenizer = attntrace::Tokenizer::load(opt.model, opt.threads);
     if (!opt.decode.empty()) {
         std::cout << tokenizer.decode(parse_ids(opt.decode)) << '\n';
         return;

@@ -70,8 +70,9 @@ struct Model {
     // two calls at once must give two different ones.
     virtual void tokenize(std::string_view text, bool byte_level, std::vector<ModelToken>& out, std::size_t worker) const = 0;
 };
-// The model and its vocabulary (filled in VOCAB).
-std::unique_ptr<Model> make_model(Json node, Vocab& vocab);
+// The model and its vocabulary (filled in VOCAB); THREADS (thread_count's: 0 is every core) for
+// reading it.
+std::unique_ptr<Model> make_model(Json node, Vocab& vocab, std::size_t threads);
 // VOCAB := the model's "vocab" object {token: id} (vocab.added already read: ids must be below
 // the count of both).
 void read_vocab(Json model, Vocab& vocab);

@@ -70,13 +70,14 @@ std::vector<AddedToken> read_added(Json list) {
 
 }  // namespace
 
-Tokenizer Tokenizer::load(const std::string& path) {
+Tokenizer Tokenizer::load(const std::string& path, std::size_t threads) {
     if (is_gguf_path(path)) return from_gguf(read_gguf_vocabulary(*GgufFiles::open(path)), path);
     std::error_code ec;
     const bool folder = fs::is_directory(path, ec);
     const std::string file = folder ? (fs::path(path) / "tokenizer.json").string() : path;
     if (folder && !fs::exists(file, ec)) throw InputError(path + ": no tokenizer.json in this folder");
     auto impl = std::make_unique<Impl>(file, FileBytes::open(file));
+    impl->threads = threads;
     impl->build();
     impl->clean_up_spaces = read_clean_up(fs::path(file).parent_path());
     return Tokenizer(std::move(impl));
@@ -93,7 +94,7 @@ void Tokenizer::Impl::build() {
     if (!root.is_object()) throw InputError(file + ": expected a JSON object (a tokenizer.json)");
     if (!root.has("model")) throw InputError(file + ": no \"model\" (is it a tokenizer.json?)");
     vocab.added = read_added(root.get("added_tokens"));
-    model = make_model(root.get("model"), vocab);
+    model = make_model(root.get("model"), vocab, threads);
     vocab.index_all(file);
     normalizer = make_normalizer(root.get("normalizer"));
     pre_tokenizer = make_pre_tokenizer(root.get("pre_tokenizer"));

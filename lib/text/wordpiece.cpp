@@ -119,7 +119,7 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Model> make_bpe(Json node, Vocab& vocab);
+std::unique_ptr<Model> make_bpe(Json node, Vocab& vocab, std::size_t threads);
 
 void read_vocab(Json model, Vocab& vocab) {
     Json v = model.get("vocab");
@@ -138,7 +138,7 @@ void read_vocab(Json model, Vocab& vocab) {
     vocab.assign(std::move(by_id));
 }
 
-std::unique_ptr<Model> make_model(Json node, Vocab& vocab) {
+std::unique_ptr<Model> make_model(Json node, Vocab& vocab, std::size_t threads) {
     if (!node.is_object()) throw InputError(node.file() + ": model: expected an object");
     std::string type = node.has("type") ? std::string(node.get("type").str("model.type")) : std::string();
     if (type.empty()) {  // files from before "type": the library tries BPE, then WordPiece, ...
@@ -146,7 +146,7 @@ std::unique_ptr<Model> make_model(Json node, Vocab& vocab) {
         else if (node.get("vocab").is_object()) type = "WordPiece";
         else type = node.get("vocab").is_array() ? "Unigram" : "?";
     }
-    if (type == "BPE") return make_bpe(node, vocab);
+    if (type == "BPE") return make_bpe(node, vocab, threads);
     if (type == "WordPiece") return std::make_unique<WordPiece>(node, vocab);
     throw InputError(node.file() + ": model: type " + type + " is not supported (supported: BPE, WordPiece)");
 }

@@ -37,7 +37,8 @@ public:
     // (io/gguf.hpp is_gguf_path; a split model's first file): the tokenizer of its metadata
     // (from_gguf). Throws InputError naming the file and the problem (missing, not JSON, an
     // unsupported component with the supported ones).
-    static Tokenizer load(const std::string& path);
+    // THREADS: as set_threads (a BPE's merges are read in two halves at once where there are many).
+    static Tokenizer load(const std::string& path, std::size_t threads = 0);
     // The tokenizer whose tokenizer.json text is JSON; NAME stands for the file in messages. No
     // tokenizer_config.json is read (clean_up_tokenization_spaces is off).
     static Tokenizer from_json(std::string json, const std::string& name);
