@@ -2,9 +2,13 @@
 // attntrace tokenize MODEL --jsonl F [--no-special-tokens]: many texts, one JSON document a line
 // attntrace tokenize MODEL --decode IDS: a checkpoint's own tokenizer, from its tokenizer.json, or
 // a GGUF file's, from its metadata, as llama.cpp tokenizes.
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <charconv>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +30,7 @@ struct TokenizeOptions {
     bool text_given = false;
     bool format_given = false;
     bool no_special = false;
+    std::size_t threads = 0;       // 0: every core (the model uses 2 at most)
     std::string format = "text";
 };
 
@@ -46,29 +51,53 @@ std::vector<std::uint32_t> parse_ids(const std::string& list) {
     return ids;
 }
 
-// The whole content of FILE (stdin for "-") and its name for messages.
-std::pair<std::string, std::string> read_all(const std::string& file) {
+// The whole content of a file (its mapping, not a copy) or of stdin, and its name for messages.
+struct Input {
+    std::optional<attntrace::FileBytes> file;
+    std::string stdin_bytes;
+    std::string name;
+    std::string_view bytes() const { return file ? file->bytes() : std::string_view(stdin_bytes); }
+};
+
+Input read_all(const std::string& file) {
+    Input in;
     if (file == "-") {
-        std::string all{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+        in.stdin_bytes.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
         if (std::cin.bad()) throw attntrace::InputError("stdin: read failed");
-        return {all, "stdin"};
+        in.name = "stdin";
+        return in;
     }
-    const auto bytes = attntrace::FileBytes::open(file);
-    return {std::string(bytes.bytes()), file};
+    in.file.emplace(attntrace::FileBytes::open(file));
+    in.file->resident(0, in.file->bytes().size());  // its pages mapped by one call, not a fault each
+    in.name = file;
+    return in;
 }
 
-// The text to tokenize and its name for messages.
-std::pair<std::string, std::string> read_text(const TokenizeOptions& opt) {
+// The text to tokenize (from OPT, or read into IN) and its name for messages.
+std::pair<std::string_view, std::string> read_text(const TokenizeOptions& opt, Input& in) {
     if (opt.text_given) return {opt.text, "--text"};
-    return read_all(opt.stdin_marker.empty() ? opt.text_file : "-");
+    in = read_all(opt.stdin_marker.empty() ? opt.text_file : "-");
+    return {in.bytes(), in.name};
+}
+
+// A pipe on stdout holds 64 KiB: the 18 MB of JSON of a 1 MB text would stop this process some 300
+// times, each time until the reader has drained it. Widened to 1 MiB (Linux's limit for an
+// unprivileged process, /proc/sys/fs/pipe-max-size), the writing goes on while the reader reads.
+// A hint: where the kernel refuses (or stdout is no pipe), nothing changes.
+void widen_stdout_pipe() {
+#ifdef F_SETPIPE_SZ
+    struct stat st {};
+    if (fstat(1, &st) == 0 && S_ISFIFO(st.st_mode)) fcntl(1, F_SETPIPE_SZ, 1 << 20);
+#endif
 }
 
 // --jsonl: every line's text encoded first (an error prints nothing), then one JSON document a line.
 void tokenize_lines(const attntrace::Tokenizer& tokenizer, const TokenizeOptions& opt) {
     if (opt.format_given && opt.format != "json")
         throw attntrace::UsageError("--jsonl writes one JSON document a line; --format " + opt.format + " does not apply");
-    const auto [bytes, name] = read_all(opt.jsonl);
-    const std::vector<std::string> texts = attntrace::json_lines_texts(bytes, name);
+    const Input in = read_all(opt.jsonl);
+    const std::string& name = in.name;
+    const std::vector<std::string> texts = attntrace::json_lines_texts(in.bytes(), name);
     std::vector<attntrace::Encoding> encodings;
     encodings.reserve(texts.size());
     for (std::size_t i = 0; i < texts.size(); ++i) encodings.push_back(tokenizer.encode(texts[i], !opt.no_special, name));
@@ -82,16 +111,17 @@ void run_tokenize(const TokenizeOptions& opt) {
         throw attntrace::UsageError("tokenize: give exactly one of --text S, --text-file F, - (stdin), --jsonl F or --decode IDS");
     if (!opt.stdin_marker.empty() && opt.stdin_marker != "-")
         throw attntrace::UsageError("tokenize: unexpected argument \"" + opt.stdin_marker + "\" (- reads the text from stdin)");
-    const auto tokenizer = attntrace::Tokenizer::load(opt.model);
+    auto tokenizer = attntrace::Tokenizer::load(opt.model, opt.threads);
     if (!opt.decode.empty()) {
         std::cout << tokenizer.decode(parse_ids(opt.decode)) << '\n';
         return;
     }
+    widen_stdout_pipe();
     if (!opt.jsonl.empty()) return tokenize_lines(tokenizer, opt);
-    const auto [text, source] = read_text(opt);
-    const attntrace::Encoding e = tokenizer.encode(text, !opt.no_special, source);
-    if (opt.format == "json") attntrace::write_encoding_json(e, std::cout);
-    else attntrace::write_encoding_text(e, text, std::cout);
+    Input in;
+    const auto [text, source] = read_text(opt, in);
+    if (opt.format == "json") tokenizer.encode_json(text, !opt.no_special, source, std::cout);
+    else tokenizer.encode_text(text, !opt.no_special, source, std::cout);
 }
 
 }  // namespace
@@ -103,6 +133,8 @@ void setup_tokenize(CLI::App& app) {
     cmd->add_option("STDIN", opt->stdin_marker, "- : read the text from stdin");
     cmd->add_option("--text", opt->text, "the text to tokenize")->each([o = opt.get()](const std::string&) { o->text_given = true; });
     cmd->add_option("--text-file", opt->text_file, "tokenize this file's whole content as one text (- for stdin)");
+    cmd->add_option("--threads", opt->threads, "number of threads (default: all cores; a text of 64 KB and more uses 2 at most)")
+        ->check(positive_integer(1024));
     cmd->add_flag("--no-special-tokens", opt->no_special, "add no special tokens (add_special_tokens=False)");
     cmd->add_option("--format", opt->format, "text (one token a line) or json")
         ->check(CLI::IsMember({"text", "json"}))

@@ -90,6 +90,13 @@ using Floats = std::vector<float, BufferAllocator<float>>;
 // others wait for it), and freed after the last task that reads them: the tasks go head by head,
 // so only the heads being worked on hold a pack.
 class Packs {
+    struct Slot {
+        std::once_flag once;
+        std::atomic<std::size_t> tasks{0};
+        Floats k, v;
+        NonFiniteValues bad;
+    };
+
 public:
     // WITH_BAD: also find each head's non-finite values (the masks skip keys).
     Packs(const HeadBatch<float>& hb, std::size_t tasks_per_head, const Isa& isa, bool with_bad)
@@ -109,6 +116,13 @@ public:
     // Points T at the packs head N reads (packed now if no task did yet), and at its non-finite
     // values when there are any.
     void acquire(std::size_t n, fused::Task& t) {
+        Slot& s = ready(n);
+        t.kpack = s.k.data(), t.vpack = s.v.data(), t.pv_pad = pv_pad_;
+        if (s.bad.any) t.bad_first = s.bad.first.data(), t.bad_last = s.bad.last.data();
+    }
+
+    // Head N's packs made (by this call if no task did yet; a call racing it waits).
+    Slot& ready(std::size_t n) {
         Slot& s = *slots_[slot_of_[n]];
         std::call_once(s.once, [&] {
             const std::size_t keys = (hb_.lk + isa_.nr - 1) / isa_.nr * isa_.nr;
@@ -117,8 +131,7 @@ public:
                       s.k.data(), s.v.data());
             if (with_bad_) s.bad = nonfinite_values(hb_.v + hb_.v_off[n], hb_.ldv, hb_.lk, hb_.pv);
         });
-        t.kpack = s.k.data(), t.vpack = s.v.data(), t.pv_pad = pv_pad_;
-        if (s.bad.any) t.bad_first = s.bad.first.data(), t.bad_last = s.bad.last.data();
+        return s;
     }
 
     // A task of head N is done; the last one frees the packs.
@@ -128,12 +141,6 @@ public:
     }
 
 private:
-    struct Slot {
-        std::once_flag once;
-        std::atomic<std::size_t> tasks{0};
-        Floats k, v;
-        NonFiniteValues bad;
-    };
     const HeadBatch<float>& hb_;
     Isa isa_;
     bool with_bad_ = false;
@@ -200,6 +207,9 @@ std::size_t attend_fused(const HeadBatch<float>& hb, const MaskPlan<float>& mask
         const std::size_t n = task / blocks, i0 = (task % blocks) * kTaskRows;
         fused::Task t = make_task(hb, masks, scale, n, i0, std::min(kTaskRows, hb.lq - i0), ranges[worker]);
         packs.acquire(n, t);
+        // halfway through head N's tasks, head N + 1's K and V are packed ahead (a pack is 1 ms at
+        // L = 4096), so the workers that reach it do not wait, one packing while the others idle
+        if (threads > 1 && task % blocks == blocks / 2 && n + 1 < hb.count()) packs.ready(n + 1);
         if (scratches[worker].size() < scratch) scratches[worker].resize(scratch);
         t.scratch = scratches[worker].data();
         if (kept.stats) point_stats(t, *kept.stats, n * hb.lq + i0, hb.lq == hb.lk);

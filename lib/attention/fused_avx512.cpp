@@ -38,23 +38,27 @@ struct Avx512 {
     static V positive_product(V e, V x) { return _mm512_maskz_mul_ps(greater(e, zero()), e, x); }
     static V select_positive(V l, V yes, V no) { return select(greater(l, zero()), yes, no); }
 
-    // exp(t) for t <= 0, -inf or NaN (the scores less their maximum): the reduction and polynomial
-    // of tensor/vector_math.hpp's exp_poly, 2^k by scalef; 0 below -87, NaN stays NaN.
+    static void prefetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+
+    // exp(t) for t <= 0, -inf or NaN (the scores less their maximum), in 10 vector operations:
+    // k = round(t / ln2) by adding and subtracting 1.5 * 2^23, r = t - k ln2 (one FMA; ln2's float
+    // error times |k| <= 126 stays below 3e-7 of the result, and only where the result is below
+    // 2^-100 of the row's largest), 2^k e^r with e^r a degree-5 polynomial with a relative error of
+    // 1.7e-7 on |r| <= ln2 / 2 (a near-minimax fit with p(0) = 1, so the maximum's own weight is
+    // exactly 1; tests/bench/exp_fit.py). Keys below -87 (masked ones: -inf) give 0 through
+    // scalef's zero mask; a NaN passes through it (the compare is unordered-true) and stays NaN.
+    // The exp of tensor/vector_math.hpp (the BLAS kernel's) takes 16 operations for 1.2e-7.
     static V exp(V t) {
-        const V c = _mm512_max_ps(t, set1(-87.0f));  // NaN in t: -87, then masked back below
-        const V k = _mm512_roundscale_ps(_mm512_mul_ps(c, set1(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        V r = _mm512_fnmadd_ps(k, set1(0.693145752f), c);
-        r = _mm512_fnmadd_ps(k, set1(1.42860677e-6f), r);
-        V p = set1(1.0f / 720.0f);
-        p = fmadd(p, r, set1(1.0f / 120.0f));
-        p = fmadd(p, r, set1(1.0f / 24.0f));
-        p = fmadd(p, r, set1(1.0f / 6.0f));
-        p = fmadd(p, r, set1(0.5f));
+        const V magic = set1(12582912.0f);
+        const V k = sub(fmadd(t, set1(1.44269504f), magic), magic);
+        const V r = _mm512_fnmadd_ps(k, set1(0.693147182f), t);
+        V p = set1(0.00829025917f);
+        p = fmadd(p, r, set1(0.0418979786f));
+        p = fmadd(p, r, set1(0.166676372f));
+        p = fmadd(p, r, set1(0.499991506f));
+        p = fmadd(p, r, set1(0.999999702f));
         p = fmadd(p, r, set1(1.0f));
-        p = fmadd(p, r, set1(1.0f));
-        V e = _mm512_scalef_ps(p, k);
-        e = _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(t, set1(-87.0f), _CMP_LT_OQ), zero());
-        return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q), t);
+        return _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(t, set1(-87.0f), _CMP_NLT_UQ), p, k);
     }
 };
 

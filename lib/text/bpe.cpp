@@ -1,10 +1,13 @@
 // The BPE model (the library's models/bpe): merges by rank with a priority queue, byte fallback
 // (<0xNN> tokens), unk fusing, ignore_merges, continuing_subword_prefix / end_of_word_suffix, and a
 // cache of the words already seen.
+#include <array>
 #include <cstdio>
+#include <exception>
 #include <queue>
 
 #include "attntrace/tensor/errors.hpp"
+#include "attntrace/tensor/threads.hpp"
 #include "components.hpp"
 #include "merge_table.hpp"
 #include "word_cache.hpp"
@@ -25,23 +28,24 @@ struct Merge {
 
 class Bpe final : public Model {
 public:
-    Bpe(Json node, Vocab& vocab) : vocab_(vocab) {
+    Bpe(Json node, Vocab& vocab, std::size_t threads) : vocab_(vocab) {
         read_vocab(node, vocab);
         read_options(node);
-        read_merges(node.get("merges"));
+        read_merges(node.get("merges"), threads);
         for (int b = 0; b < 256; ++b) byte_char_ids_[b] = vocab_.find(byte_level_char(static_cast<unsigned char>(b)));
     }
 
     // TEXT's tokens: from the cache (keyed by TEXT's own bytes), else merged and remembered.
-    void tokenize(std::string_view text, bool byte_level, std::vector<ModelToken>& out) const override {
+    void tokenize(std::string_view text, bool byte_level, std::vector<ModelToken>& out, std::size_t worker) const override {
         if (text.empty()) return;
-        WordCache& cache = cache_[byte_level];
+        Scratch& w = scratch_[worker];
+        WordCache& cache = w.cache[byte_level];
         const std::uint64_t h = hash_bytes(text);
         std::size_t count = 0;
         if (const CachedToken* hit = cache.find(text, h, count)) return emit(hit, count, out);
-        std::vector<CachedToken>& tokens = tokens_;
+        std::vector<CachedToken>& tokens = w.tokens;
         tokens.clear();
-        tokenize_word(text, byte_level, tokens);
+        tokenize_word(text, byte_level, tokens, w);
         emit(tokens.data(), tokens.size(), out);
         cache.insert(text, h, tokens);
     }
@@ -49,9 +53,16 @@ public:
 private:
     static constexpr std::uint32_t kNoMerge = ~std::uint32_t(0);
     static constexpr std::size_t kLinearMerge = 96;  // longer words merge with a heap
+    struct Scratch {  // one worker's
+        WordCache cache[2];  // by byte_level
+        std::vector<CachedToken> tokens;
+        std::vector<std::pair<std::uint32_t, std::uint32_t>> pairs;
+        std::string mapped, piece;
+    };
 
     void read_options(Json node);
-    void read_merges(Json merges);
+    void read_merges(Json merges, std::size_t threads);
+    void merge_ids(Json merges, std::size_t from, std::size_t to, std::vector<std::array<std::uint32_t, 3>>& ids) const;
 
     static void emit(const CachedToken* tokens, std::size_t count, std::vector<ModelToken>& out) {
         std::uint32_t at = 0;
@@ -61,23 +72,23 @@ private:
         }
     }
 
-    void tokenize_word(std::string_view text, bool byte_level, std::vector<CachedToken>& tokens) const {
+    void tokenize_word(std::string_view text, bool byte_level, std::vector<CachedToken>& tokens, Scratch& w) const {
         if (byte_level && !ignore_merges_ && symbols_from_bytes(text, tokens)) {  // no need of the mapped word
             if (tokens.size() > kLinearMerge) return merge_long(tokens);
-            return merge_short(tokens);
+            return merge_short(tokens, w.pairs);
         }
         std::string_view word = text;  // the word as the vocabulary spells it
         if (byte_level) {
-            mapped_.clear();
-            for (unsigned char b : text) mapped_ += byte_level_char(b);
-            word = mapped_;
+            w.mapped.clear();
+            for (unsigned char b : text) w.mapped += byte_level_char(b);
+            word = w.mapped;
         }
         if (ignore_merges_)
             if (const auto id = vocab_.find(word)) return tokens.push_back({*id, static_cast<std::uint32_t>(text.size())});
         tokens.clear();
-        if (!(byte_level && symbols_from_bytes(text, tokens))) initial_symbols(word, byte_level, tokens);
+        if (!(byte_level && symbols_from_bytes(text, tokens))) initial_symbols(word, byte_level, tokens, w.piece);
         if (tokens.size() > kLinearMerge) merge_long(tokens);
-        else merge_short(tokens);
+        else merge_short(tokens, w.pairs);
     }
 
     // Byte-level symbols straight from the bytes (no prefix or suffix, every byte's character in
@@ -92,7 +103,7 @@ private:
     }
 
     // The initial symbols of WORD: one per character (or its bytes' <0xNN> tokens, or unk).
-    void initial_symbols(std::string_view word, bool byte_level, std::vector<CachedToken>& symbols) const;
+    void initial_symbols(std::string_view word, bool byte_level, std::vector<CachedToken>& symbols, std::string& s) const;
 
     // The rank and result of merging A and B: {kNoMerge, 0} when no merge joins them.
     std::pair<std::uint32_t, std::uint32_t> merge_of(std::uint32_t a, std::uint32_t b) const {
@@ -100,8 +111,8 @@ private:
         return m ? *m : std::pair<std::uint32_t, std::uint32_t>{kNoMerge, 0};
     }
     // The lowest-ranked adjacent pair first, the leftmost among equals, until none merges: what
-    // the library's heap gives, by a scan of the pairs' ranks (short words).
-    void merge_short(std::vector<CachedToken>& symbols) const;
+    // the library's heap gives, by a scan of the pairs' ranks (short words). PAIRS: scratch.
+    void merge_short(std::vector<CachedToken>& symbols, std::vector<std::pair<std::uint32_t, std::uint32_t>>& pairs) const;
     void merge_long(std::vector<CachedToken>& symbols) const;
 
     const Vocab& vocab_;
@@ -111,10 +122,7 @@ private:
     std::optional<std::uint32_t> unk_;
     std::optional<std::uint32_t> byte_ids_[256];       // <0xNN> tokens, for byte_fallback
     std::optional<std::uint32_t> byte_char_ids_[256];  // each byte's byte-level character
-    mutable WordCache cache_[2];                        // by byte_level
-    mutable std::vector<CachedToken> tokens_;
-    mutable std::vector<std::pair<std::uint32_t, std::uint32_t>> pairs_;
-    mutable std::string mapped_, piece_;
+    mutable Scratch scratch_[kWorkers];
 };
 
 void Bpe::read_options(Json node) {
@@ -142,12 +150,12 @@ void Bpe::read_options(Json node) {
     }
 }
 
-void Bpe::read_merges(Json merges) {
-    if (!merges.is_array()) throw InputError(merges.file() + ": model.merges: expected an array");
-    table_.reserve(merges.size());
+// The ids (left, right, merged) of merges [FROM, TO) into IDS, by rank; throws InputError for the
+// first one that is not "a b" of two vocabulary tokens whose join is one too.
+void Bpe::merge_ids(Json merges, std::size_t from, std::size_t to, std::vector<std::array<std::uint32_t, 3>>& ids) const {
     std::string merged;
     std::uint32_t next_id = 0;  // the id after the last merge's result: likely this one's
-    for (std::size_t rank = 0; rank < merges.size(); ++rank) {
+    for (std::size_t rank = from; rank < to; ++rank) {
         std::string_view a, b;
         Json m = merges[rank];
         if (m.is_string()) {
@@ -167,15 +175,34 @@ void Bpe::read_merges(Json merges) {
         if (!ia || !ib || !im)
             throw InputError(m.file() + ": model.merges[" + std::to_string(rank) + "]: \"" +
                              std::string(!ia ? a : !ib ? b : std::string_view(merged)) + "\" is not in the vocabulary");
-        table_.insert(*ia, *ib, static_cast<std::uint32_t>(rank), *im);
+        ids[rank] = {*ia, *ib, *im};
         next_id = *im + 1;
     }
 }
 
-void Bpe::initial_symbols(std::string_view word, bool byte_level, std::vector<CachedToken>& symbols) const {
+// The look-ups (most of the reading: GPT-2's 50k merges, three each) in two halves at once where
+// there are many, the table then filled in rank order; the error of the lowest rank is the one told.
+void Bpe::read_merges(Json merges, std::size_t threads) {
+    if (!merges.is_array()) throw InputError(merges.file() + ": model.merges: expected an array");
+    const std::size_t n = merges.size(), halves = n >= 16384 && thread_count(threads) >= 2 ? 2 : 1;
+    std::vector<std::array<std::uint32_t, 3>> ids(n);  // (left, right, merged) by rank
+    std::exception_ptr errors[2];
+    parallel_for(halves, halves, [&](std::size_t h, std::size_t) {
+        try {
+            merge_ids(merges, h * n / halves, (h + 1) * n / halves, ids);
+        } catch (...) {
+            errors[h] = std::current_exception();
+        }
+    });
+    for (const std::exception_ptr& e : errors)
+        if (e) std::rethrow_exception(e);
+    table_.reserve(n);
+    for (std::size_t rank = 0; rank < n; ++rank) table_.insert(ids[rank][0], ids[rank][1], static_cast<std::uint32_t>(rank), ids[rank][2]);
+}
+
+void Bpe::initial_symbols(std::string_view word, bool byte_level, std::vector<CachedToken>& symbols, std::string& s) const {
     bool unk_waits = false;  // an unk token (unk_id, unk_len) waiting to be added
     std::uint32_t unk_id = 0, unk_len = 0;
-    std::string& s = piece_;
     for (std::size_t i = 0; i < word.size();) {
         const std::size_t clen = utf8_length(decode_utf8(word, i).first);
         const auto src_len = static_cast<std::uint32_t>(byte_level ? 1 : clen);
@@ -208,9 +235,8 @@ void Bpe::initial_symbols(std::string_view word, bool byte_level, std::vector<Ca
     if (unk_waits) symbols.push_back({unk_id, unk_len});
 }
 
-void Bpe::merge_short(std::vector<CachedToken>& symbols) const {
+void Bpe::merge_short(std::vector<CachedToken>& symbols, std::vector<std::pair<std::uint32_t, std::uint32_t>>& pairs) const {
     // pairs[i]: (rank, merged id) of symbols i and i + 1
-    std::vector<std::pair<std::uint32_t, std::uint32_t>>& pairs = pairs_;
     pairs.clear();
     for (std::size_t i = 0; i + 1 < symbols.size(); ++i) pairs.push_back(merge_of(symbols[i].id, symbols[i + 1].id));
     for (;;) {
@@ -265,6 +291,6 @@ void Bpe::merge_long(std::vector<CachedToken>& tokens) const {
 
 }  // namespace
 
-std::unique_ptr<Model> make_bpe(Json node, Vocab& vocab) { return std::make_unique<Bpe>(node, vocab); }
+std::unique_ptr<Model> make_bpe(Json node, Vocab& vocab, std::size_t threads) { return std::make_unique<Bpe>(node, vocab, threads); }
 
 }  // namespace attntrace::text

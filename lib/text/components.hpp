@@ -62,12 +62,17 @@ struct ModelToken {
     std::uint32_t id, begin, end;  // [begin, end): bytes of the piece
 };
 struct Model {
+    // Callers that may tokenize at once, each under its own WORKER index (each keeps its own cache
+    // of the words it has seen and its own scratch).
+    static constexpr std::size_t kWorkers = 2;
     virtual ~Model() = default;
-    // Appends the tokens of TEXT (byte-level characters when BYTE_LEVEL) to OUT.
-    virtual void tokenize(std::string_view text, bool byte_level, std::vector<ModelToken>& out) const = 0;
+    // Appends the tokens of TEXT (byte-level characters when BYTE_LEVEL) to OUT. WORKER < kWorkers;
+    // two calls at once must give two different ones.
+    virtual void tokenize(std::string_view text, bool byte_level, std::vector<ModelToken>& out, std::size_t worker) const = 0;
 };
-// The model and its vocabulary (filled in VOCAB).
-std::unique_ptr<Model> make_model(Json node, Vocab& vocab);
+// The model and its vocabulary (filled in VOCAB); THREADS (thread_count's: 0 is every core) for
+// reading it.
+std::unique_ptr<Model> make_model(Json node, Vocab& vocab, std::size_t threads);
 // VOCAB := the model's "vocab" object {token: id} (vocab.added already read: ids must be below
 // the count of both).
 void read_vocab(Json model, Vocab& vocab);

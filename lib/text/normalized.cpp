@@ -57,9 +57,9 @@ NormStr NormStr::slice(std::size_t from, std::size_t to) const {
     return s;
 }
 
-std::size_t NormStr::run_of(std::size_t i) const {
+std::size_t NormStr::run_of(std::size_t i, std::size_t& hint) const {
     const std::size_t n = runs.size();
-    std::size_t r = hint_ < n && runs[hint_].at <= i ? hint_ : 0;
+    std::size_t r = hint < n && runs[hint].at <= i ? hint : 0;
     for (std::size_t steps = 0; r + 1 < n && runs[r + 1].at <= i; ++r) {  // a few runs ahead: walk
         if (++steps == 8) {
             const auto after = std::upper_bound(runs.begin() + static_cast<std::ptrdiff_t>(r), runs.end(), i,
@@ -68,13 +68,13 @@ std::size_t NormStr::run_of(std::size_t i) const {
             break;
         }
     }
-    hint_ = r;
+    hint = r;
     return r;
 }
 
-Span NormStr::span_at(std::size_t i) const {
+Span NormStr::span_at(std::size_t i, std::size_t& hint) const {
     if (runs.empty()) return {static_cast<std::uint32_t>(base + char_start(text, i)), static_cast<std::uint32_t>(base + char_end(text, i + 1))};
-    const AlignRun& r = runs[run_of(i)];
+    const AlignRun& r = runs[run_of(i, hint)];
     if (r.end != kKept) return {r.begin, r.end};
     std::size_t lead = i;  // a kept run starts on a character
     while (lead > r.at && is_continuation(text[lead])) --lead;
@@ -82,10 +82,10 @@ Span NormStr::span_at(std::size_t i) const {
     return {b, static_cast<std::uint32_t>(b + char_length(text[lead]))};
 }
 
-Span NormStr::original_span(std::size_t from, std::size_t to) const {
+Span NormStr::original_span(std::size_t from, std::size_t to, std::size_t& hint) const {
     if (from >= to) return {static_cast<std::uint32_t>(base + from), static_cast<std::uint32_t>(base + to)};
     if (runs.empty()) return {static_cast<std::uint32_t>(base + char_start(text, from)), static_cast<std::uint32_t>(base + char_end(text, to))};
-    const std::size_t k = run_of(from);
+    const std::size_t k = run_of(from, hint);
     const AlignRun& r = runs[k];
     const std::size_t next = k + 1 < runs.size() ? runs[k + 1].at : text.size();
     if (r.end == kKept && to <= next && !is_continuation(text[from])) {  // within one kept run: one look-up
@@ -93,7 +93,7 @@ Span NormStr::original_span(std::size_t from, std::size_t to) const {
         while (lead > from && is_continuation(text[lead])) --lead;
         return {static_cast<std::uint32_t>(r.begin + (from - r.at)), static_cast<std::uint32_t>(r.begin + (lead - r.at) + char_length(text[lead]))};
     }
-    return {span_at(from).begin, span_at(to - 1).end};
+    return {span_at(from, hint).begin, span_at(to - 1, hint).end};
 }
 
 void copy_alignments(const NormStr& s, std::size_t from, std::size_t to, std::size_t out_at, Buffer<AlignRun>& out) {

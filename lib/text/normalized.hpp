@@ -41,13 +41,18 @@ struct NormStr {
     // The normalized bytes [FROM, TO) as a piece of their own.
     NormStr slice(std::size_t from, std::size_t to) const;
     // The original range covered by normalized bytes [FROM, TO) (the library's convert_offsets).
-    Span original_span(std::size_t from, std::size_t to) const;
+    Span original_span(std::size_t from, std::size_t to) const { return original_span(from, to, hint_); }
     std::uint32_t original_begin() const { return runs.empty() ? base : runs.front().begin; }
     // The original range normalized byte I (< text.size()) comes from.
-    Span span_at(std::size_t i) const;
+    Span span_at(std::size_t i) const { return span_at(i, hint_); }
     // The index of the run holding byte I (runs not empty); quick when the bytes asked for move
     // forward, as tokens and rewrites read them.
-    std::size_t run_of(std::size_t i) const;
+    std::size_t run_of(std::size_t i) const { return run_of(i, hint_); }
+    // The same three with the caller's HINT of the run last found instead of the string's own: two
+    // threads reading one NormStr at once (the model's workers) each keep their own.
+    Span original_span(std::size_t from, std::size_t to, std::size_t& hint) const;
+    Span span_at(std::size_t i, std::size_t& hint) const;
+    std::size_t run_of(std::size_t i, std::size_t& hint) const;
 
 private:
     mutable std::size_t hint_ = 0;  // the run last found

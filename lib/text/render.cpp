@@ -1,5 +1,6 @@
-// The text and JSON forms of an Encoding (app/cmd_tokenize.cpp chooses one), written straight into
-// one buffer: a 1 MB text is 250k tokens, three numbers and two strings each.
+// The text and JSON forms of an Encoding, or of a text's tokens straight from the tokenizer
+// (app/cmd_tokenize.cpp chooses one), written into one buffer flushed as it fills: a 1 MB text is
+// 250k tokens, three numbers and two strings each.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "attntrace/text/tokenizer.hpp"
+#include "tokenizer_impl.hpp"
 
 namespace attntrace {
 namespace {
@@ -123,23 +125,45 @@ char* put_escaped(char* p, std::string_view s, Escapes style) {
     return p;
 }
 
-void put_encoding_text(Out& out, const Encoding& e, std::string_view input) {
-    for (std::size_t i = 0; i < e.ids.size(); ++i) {
-        const auto [from, to] = e.offsets[i];
+// The tokens to write, from an Encoding or straight from the tokenizer's own tokens (no Encoding's
+// arrays in between): size(), id(i), token(i) (its vocabulary string), begin(i) and end(i).
+struct EncodingView {
+    const Encoding& e;
+    std::size_t size() const { return e.ids.size(); }
+    std::uint32_t id(std::size_t i) const { return e.ids[i]; }
+    std::string_view token(std::size_t i) const { return e.tokens[i]; }
+    std::size_t begin(std::size_t i) const { return e.offsets[i].first; }
+    std::size_t end(std::size_t i) const { return e.offsets[i].second; }
+};
+struct TokensView {
+    const text::Tokens& t;
+    const text::Vocab& vocab;
+    std::size_t size() const { return t.size(); }
+    std::uint32_t id(std::size_t i) const { return t[i].id; }
+    std::string_view token(std::size_t i) const { return vocab.token(t[i].id).value_or(std::string_view()); }
+    std::size_t begin(std::size_t i) const { return t[i].offsets.begin; }
+    std::size_t end(std::size_t i) const { return t[i].offsets.end; }
+};
+
+template <class View>
+void put_encoding_text(Out& out, const View& e, std::string_view input) {
+    for (std::size_t i = 0; i < e.size(); ++i) {
+        const std::size_t from = e.begin(i), to = e.end(i);
+        const std::string_view token = e.token(i);
         const std::string_view covered = input.substr(std::min(from, input.size()), to > from ? to - from : 0);
-        char* p = out.room(48 + (e.tokens[i].size() + covered.size()) * kMaxEscape);
+        char* p = out.room(48 + (token.size() + covered.size()) * kMaxEscape);
         p = put_number(p, i);
         *p++ = '\t';
-        p = put_number(p, e.ids[i]);
+        p = put_number(p, e.id(i));
         *p++ = '\t';
-        p = put_escaped(p, e.tokens[i], Escapes::c);
+        p = put_escaped(p, token, Escapes::c);
         *p++ = '\t';
         p = put_escaped(p, covered, Escapes::c);
         *p++ = '\n';
         out.advance(p);
     }
-    char* p = put_number(out.room(32), e.ids.size());
-    out.advance(put_text(p, e.ids.size() == 1 ? " token\n" : " tokens\n"));
+    char* p = put_number(out.room(32), e.size());
+    out.advance(put_text(p, e.size() == 1 ? " token\n" : " tokens\n"));
 }
 
 // Decimal texts of the ids seen, each made once: a text repeats its common tokens.
@@ -163,20 +187,22 @@ private:
     std::vector<std::uint64_t> known_;
 };
 
-void put_encoding_json(Out& out, const Encoding& e) {
+template <class View>
+void put_encoding_json(Out& out, const View& e) {
     IdTexts ids;
     out.advance(put_text(out.room(16), "{\"ids\": ["));
-    for (std::size_t i = 0; i < e.ids.size(); ++i) {
+    for (std::size_t i = 0; i < e.size(); ++i) {
         char* p = out.room(24);
         if (i) p = put_text(p, ", ");
-        out.advance(ids.put(p, e.ids[i]));
+        out.advance(ids.put(p, e.id(i)));
     }
     out.advance(put_text(out.room(16), "], \"tokens\": ["));
-    for (std::size_t i = 0; i < e.tokens.size(); ++i) {
-        char* p = out.room(4 + e.tokens[i].size() * kMaxEscape);
+    for (std::size_t i = 0; i < e.size(); ++i) {
+        const std::string_view token = e.token(i);
+        char* p = out.room(4 + token.size() * kMaxEscape);
         if (i) p = put_text(p, ", ");
         *p++ = '"';
-        p = put_escaped(p, e.tokens[i], Escapes::json);
+        p = put_escaped(p, token, Escapes::json);
         *p++ = '"';
         out.advance(p);
     }
@@ -189,17 +215,17 @@ void put_encoding_json(Out& out, const Encoding& e) {
         std::memcpy(p, &w, 8);
         return p + len;
     };
-    for (std::size_t i = 0; i < e.offsets.size(); ++i) {
+    for (std::size_t i = 0; i < e.size(); ++i) {
         char* p = out.room(64);  // every copy below is of 8 bytes or fewer, fixed sizes
         if (i) std::memcpy(p, ", [", 3), p += 3;
         else *p++ = '[';
         std::uint64_t w;
         std::size_t len;
-        if (last_len && e.offsets[i].first == last_value) std::memcpy(p, &last, 8), p += last_len;
-        else p = put(p, e.offsets[i].first, w, len);
+        if (last_len && e.begin(i) == last_value) std::memcpy(p, &last, 8), p += last_len;
+        else p = put(p, e.begin(i), w, len);
         *p++ = ',', *p++ = ' ';
-        p = put(p, e.offsets[i].second, last, last_len);
-        last_value = e.offsets[i].second;
+        p = put(p, e.end(i), last, last_len);
+        last_value = e.end(i);
         *p++ = ']';
         out.advance(p);
     }
@@ -216,25 +242,39 @@ std::string c_escape(std::string_view s) {
 
 std::string encoding_text(const Encoding& e, std::string_view input) {
     Out out;
-    put_encoding_text(out, e, input);
+    put_encoding_text(out, EncodingView{e}, input);
     return out.take();
 }
 
 std::string encoding_json(const Encoding& e) {
     Out out;
-    put_encoding_json(out, e);
+    put_encoding_json(out, EncodingView{e});
     return out.take();
 }
 
 void write_encoding_text(const Encoding& e, std::string_view input, std::ostream& sink) {
     Out out(&sink);
-    put_encoding_text(out, e, input);
+    put_encoding_text(out, EncodingView{e}, input);
     out.flush();
 }
 
 void write_encoding_json(const Encoding& e, std::ostream& sink) {
     Out out(&sink);
-    put_encoding_json(out, e);
+    put_encoding_json(out, EncodingView{e});
+    out.flush();
+}
+
+void Tokenizer::encode_json(std::string_view text, bool add_special_tokens, const std::string& source, std::ostream& sink) const {
+    const text::Tokens tokens = impl_->encode_tokens(text, add_special_tokens, source);
+    Out out(&sink);
+    put_encoding_json(out, TokensView{tokens, impl_->vocab});
+    out.flush();
+}
+
+void Tokenizer::encode_text(std::string_view text, bool add_special_tokens, const std::string& source, std::ostream& sink) const {
+    const text::Tokens tokens = impl_->encode_tokens(text, add_special_tokens, source);
+    Out out(&sink);
+    put_encoding_text(out, TokensView{tokens, impl_->vocab}, text);
     out.flush();
 }
 

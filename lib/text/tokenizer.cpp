@@ -11,6 +11,7 @@
 #include "attntrace/io/gguf.hpp"
 #include "attntrace/text/gguf_vocabulary.hpp"
 #include "attntrace/tensor/errors.hpp"
+#include "attntrace/tensor/threads.hpp"
 #include "components.hpp"
 #include "added_tokens.hpp"
 #include "tokenizer_impl.hpp"
@@ -69,13 +70,14 @@ std::vector<AddedToken> read_added(Json list) {
 
 }  // namespace
 
-Tokenizer Tokenizer::load(const std::string& path) {
+Tokenizer Tokenizer::load(const std::string& path, std::size_t threads) {
     if (is_gguf_path(path)) return from_gguf(read_gguf_vocabulary(*GgufFiles::open(path)), path);
     std::error_code ec;
     const bool folder = fs::is_directory(path, ec);
     const std::string file = folder ? (fs::path(path) / "tokenizer.json").string() : path;
     if (folder && !fs::exists(file, ec)) throw InputError(path + ": no tokenizer.json in this folder");
     auto impl = std::make_unique<Impl>(file, FileBytes::open(file));
+    impl->threads = threads;
     impl->build();
     impl->clean_up_spaces = read_clean_up(fs::path(file).parent_path());
     return Tokenizer(std::move(impl));
@@ -92,7 +94,7 @@ void Tokenizer::Impl::build() {
     if (!root.is_object()) throw InputError(file + ": expected a JSON object (a tokenizer.json)");
     if (!root.has("model")) throw InputError(file + ": no \"model\" (is it a tokenizer.json?)");
     vocab.added = read_added(root.get("added_tokens"));
-    model = make_model(root.get("model"), vocab);
+    model = make_model(root.get("model"), vocab, threads);
     vocab.index_all(file);
     normalizer = make_normalizer(root.get("normalizer"));
     pre_tokenizer = make_pre_tokenizer(root.get("pre_tokenizer"));
@@ -102,14 +104,35 @@ void Tokenizer::Impl::build() {
     added = AddedTokens(vocab.added, normalizer.get());
 }
 
-void Tokenizer::Impl::run_model(Pieces& pieces, Tokens& out) const {
+// The model over pieces [FROM, TO) of PIECES, appended to OUT, as WORKER (Model::tokenize).
+void Tokenizer::Impl::model_range(const Pieces& pieces, std::size_t from, std::size_t to, std::size_t worker, Tokens& out) const {
     std::vector<ModelToken> tokens;
-    for (const Piece& piece : pieces.pieces) {
+    std::vector<std::size_t> hints(pieces.strs.size(), 0);  // this worker's, for original_span
+    for (std::size_t i = from; i < to; ++i) {
+        const Piece& piece = pieces.pieces[i];
         tokens.clear();
-        model->tokenize(pieces.text(piece), pieces.byte_level, tokens);
+        model->tokenize(pieces.text(piece), pieces.byte_level, tokens, worker);
         const NormStr& s = pieces.strs[piece.str];
-        for (const ModelToken& t : tokens) out.push_back({t.id, s.original_span(piece.begin + t.begin, piece.begin + t.end)});
+        for (const ModelToken& t : tokens)
+            out.push_back({t.id, s.original_span(piece.begin + t.begin, piece.begin + t.end, hints[piece.str])});
     }
+}
+
+// Many pieces (a text of 64 KB and more) are cut in two halves, the second one tokenized by a
+// second worker (each with its own cache of words) into a block of its own, appended after.
+void Tokenizer::Impl::run_model(Pieces& pieces, Tokens& out) const {
+    constexpr std::size_t kPiecesPerWorker = 8192;
+    const std::size_t n = pieces.pieces.size();
+    const std::size_t workers = std::min({Model::kWorkers, thread_count(threads), n / kPiecesPerWorker});
+    if (workers < 2) return model_range(pieces, 0, n, 0, out);
+    const std::size_t half = n / 2;
+    Tokens rest;
+    rest.reserve(out.capacity() - out.size());  // a block of 4 MiB and more is faulted in as it is used
+    parallel_for(2, 2, [&](std::size_t task, std::size_t) {
+        if (task == 0) model_range(pieces, 0, half, 0, out);
+        else model_range(pieces, half, n, 1, rest);
+    });
+    out.insert(out.end(), rest.begin(), rest.end());
 }
 
 // One stretch of the text between the added tokens matched in the raw text.
@@ -147,15 +170,24 @@ void Tokenizer::Impl::encode_pipeline(std::string_view text, bool add_special_to
     if (post_processor) post_processor->process(tokens, add_special_tokens, vocab);
 }
 
-Encoding Tokenizer::encode(std::string_view text, bool add_special_tokens, const std::string& source) const {
+Tokens Tokenizer::Impl::encode_tokens(std::string_view text, bool add_special_tokens, const std::string& source) const {
     if (const auto bad = first_invalid_utf8(text))
         throw InputError(source + ": invalid UTF-8 at byte " + std::to_string(*bad));
     Tokens tokens;
-    // English runs at ~4 bytes a token, CJK at 1-2: room for one every 2 bytes, so that a 1 MB text is
-    // never copied to a larger block (from 4 MiB on a block's pages are zeroed only as they are used)
-    tokens.reserve(text.size() / 2 + 16);
-    if (impl_->gguf) impl_->gguf->encode(text, add_special_tokens, tokens);
-    else impl_->encode_pipeline(text, add_special_tokens, tokens);
+    // A token covers a byte or more (but the few the post-processor adds): room for one a byte where
+    // that is a block of 4 MiB or more (a 200 KB text), whose pages are faulted in only as they are
+    // used (tensor/buffer.hpp), so that the tokens are never copied to a larger block (GPT-2 makes
+    // 620k of them from 1 MB of mixed scripts). Below, room for one every 2 bytes (English runs at
+    // ~4 bytes a token, CJK at 1-2): a smaller block is populated whole at once.
+    constexpr std::size_t kLazyBlock = std::size_t{4} << 20;
+    tokens.reserve((text.size() * sizeof(Token) >= kLazyBlock ? text.size() : text.size() / 2) + 16);
+    if (gguf) gguf->encode(text, add_special_tokens, tokens);
+    else encode_pipeline(text, add_special_tokens, tokens);
+    return tokens;
+}
+
+Encoding Tokenizer::encode(std::string_view text, bool add_special_tokens, const std::string& source) const {
+    const Tokens tokens = impl_->encode_tokens(text, add_special_tokens, source);
     Encoding e;
     e.ids.reserve(tokens.size());
     e.tokens.reserve(tokens.size());
@@ -207,6 +239,7 @@ std::vector<std::uint32_t> Tokenizer::special_ids() const {
     return out;
 }
 const std::string& Tokenizer::file() const { return impl_->file; }
+void Tokenizer::set_threads(std::size_t threads) { impl_->threads = threads; }
 
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;

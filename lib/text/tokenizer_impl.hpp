@@ -30,13 +30,17 @@ struct Tokenizer::Impl {
     text::AddedTokens added;
     bool clean_up_spaces = false;
     TokenStyle style;  // how the vocabulary spells text (token_display.hpp)
+    std::size_t threads = 0;  // the model's workers at most (thread_count: 0 is every core), of Model::kWorkers
 
     Impl(std::string f, FileBytes b) : file(std::move(f)), bytes(std::move(b)), doc(bytes->bytes(), file) {}
     Impl(std::string name, std::string json) : file(std::move(name)), owned(std::move(json)), doc(owned, file) {}
     void build();  // the components from doc
+    // The tokens of TEXT (encode's, before they become an Encoding).
+    text::Tokens encode_tokens(std::string_view text, bool add_special_tokens, const std::string& source) const;
     void encode_pipeline(std::string_view text, bool add_special_tokens, text::Tokens& out) const;
     void encode_segment(text::NormStr segment, text::Tokens& out) const;
     void run_model(text::Pieces& pieces, text::Tokens& out) const;
+    void model_range(const text::Pieces& pieces, std::size_t from, std::size_t to, std::size_t worker, text::Tokens& out) const;
 };
 
 namespace text {

@@ -57,17 +57,18 @@ public:
         }
     }
 
-    void tokenize(std::string_view text, bool byte_level, std::vector<ModelToken>& out) const override {
+    void tokenize(std::string_view text, bool byte_level, std::vector<ModelToken>& out, std::size_t worker) const override {
         if (text.empty()) return;
         (void)byte_level;  // a WordPiece after a ByteLevel pre-tokenizer reads the bytes as they are
+        Scratch& w = scratch_[worker];
         const std::uint64_t h = hash_bytes(text);
         std::size_t count = 0;
-        const CachedToken* tokens = cache_.find(text, h, count);
+        const CachedToken* tokens = w.cache.find(text, h, count);
         if (!tokens) {
-            pieces_.clear();
-            split_word(text, pieces_);
-            cache_.insert(text, h, pieces_);
-            tokens = pieces_.data(), count = pieces_.size();
+            w.pieces.clear();
+            split_word(text, w.pieces, w.sub);
+            w.cache.insert(text, h, w.pieces);
+            tokens = w.pieces.data(), count = w.pieces.size();
         }
         std::uint32_t at = 0;
         for (std::size_t i = 0; i < count; at += tokens[i++].len) out.push_back({tokens[i].id, at, at + tokens[i].len});
@@ -76,12 +77,11 @@ public:
 private:
     // TEXT's pieces, the longest known prefix first, the rest with the prefix; the unk token for
     // the whole word when some part has none or the word is too long.
-    void split_word(std::string_view text, std::vector<CachedToken>& out) const {
+    void split_word(std::string_view text, std::vector<CachedToken>& out, std::string& sub) const {
         std::size_t chars = 0;
         for (std::size_t i = 0; i < text.size(); i += utf8_length(decode_utf8(text, i).first)) ++chars;
         const auto whole = static_cast<std::uint32_t>(text.size());
         if (chars > max_chars_) return out.push_back({*unk_, whole});
-        std::string& sub = sub_;
         for (std::size_t start = 0; start < text.size();) {
             std::size_t end = starts_.reach(text, start, start == 0 ? PrefixBits::kWhole : PrefixBits::kContinuing);
             std::optional<std::uint32_t> found;
@@ -109,14 +109,17 @@ private:
     std::string prefix_;
     std::size_t max_chars_ = 100;
     PrefixBits starts_;
-    mutable std::string sub_;
-    mutable WordCache cache_;
-    mutable std::vector<CachedToken> pieces_;
+    struct Scratch {  // one worker's
+        std::string sub;
+        WordCache cache;
+        std::vector<CachedToken> pieces;
+    };
+    mutable Scratch scratch_[kWorkers];
 };
 
 }  // namespace
 
-std::unique_ptr<Model> make_bpe(Json node, Vocab& vocab);
+std::unique_ptr<Model> make_bpe(Json node, Vocab& vocab, std::size_t threads);
 
 void read_vocab(Json model, Vocab& vocab) {
     Json v = model.get("vocab");
@@ -135,7 +138,7 @@ void read_vocab(Json model, Vocab& vocab) {
     vocab.assign(std::move(by_id));
 }
 
-std::unique_ptr<Model> make_model(Json node, Vocab& vocab) {
+std::unique_ptr<Model> make_model(Json node, Vocab& vocab, std::size_t threads) {
     if (!node.is_object()) throw InputError(node.file() + ": model: expected an object");
     std::string type = node.has("type") ? std::string(node.get("type").str("model.type")) : std::string();
     if (type.empty()) {  // files from before "type": the library tries BPE, then WordPiece, ...
@@ -143,7 +146,7 @@ std::unique_ptr<Model> make_model(Json node, Vocab& vocab) {
         else if (node.get("vocab").is_object()) type = "WordPiece";
         else type = node.get("vocab").is_array() ? "Unigram" : "?";
     }
-    if (type == "BPE") return make_bpe(node, vocab);
+    if (type == "BPE") return make_bpe(node, vocab, threads);
     if (type == "WordPiece") return std::make_unique<WordPiece>(node, vocab);
     throw InputError(node.file() + ": model: type " + type + " is not supported (supported: BPE, WordPiece)");
 }

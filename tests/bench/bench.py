@@ -3,6 +3,10 @@
 
 Usage: tests/bench/bench.py [--build build] [--threads 2] [--python /usr/bin/python3] [--reps 5]
                             [--quick] [--skip-long] [--json FILE] [--markdown FILE]
+       tests/bench/bench.py --attention-only [--threads 2] [--reps 7] [--baseline OLD-attntrace]
+Issue 38's attention case alone (L = 4096, no PyTorch): each of the REPS rounds runs the sgemm
+ceiling, the --baseline binary when given, then attntrace, back to back; both shares are medians
+of the same rounds, so a before/after comparison is interleaved.
 Many-core mode: tests/bench/bench.py --build build --threads 1,2,4,8,16 --python python3 --quick
 (thread counts above this machine's cores are skipped with a note).
 On a machine without Debian's packages (the device machine), pack the build and Debian's OpenBLAS
@@ -356,14 +360,17 @@ class Bench:
         machine's minute moves for both alike."""
         out = os.path.join(self.work, f"out_{key}.npy")
         weights = os.path.join(self.work, f"weights_{key}.npy")
-        cmd = [self.exe, "mha", "-q", x_path, "--heads", str(HEADS), "--params", self.params, "--trace", "none",
-               "--threads", str(threads), "-o", out] + (["--attn-weights", weights] if need_weights else [])
+        def command(exe):
+            return [exe, "mha", "-q", x_path, "--heads", str(HEADS), "--params", self.params, "--trace", "none",
+                    "--threads", str(threads), "-o", out] + (["--attn-weights", weights] if need_weights else [])
+        cmd, baseline = command(self.exe), self.args.baseline and command(self.args.baseline)
         runs = []
         for _ in range(self.args.reps):
             ceiling = model_bench.sgemm_gflops(self.args.build, threads, self.fixed_env) if rounds is not None else None
+            before = run_process(baseline)[0] if baseline and rounds is not None else None
             runs.append(run_process(cmd))
             if rounds is not None:
-                rounds.append((ceiling, runs[-1][0]))
+                rounds.append((ceiling, runs[-1][0]) + ((before,) if before is not None else ()))
         written = os.path.getsize(out) + (os.path.getsize(weights) if need_weights else 0)
         wall = statistics.median(r[0] for r in runs)
         busy = statistics.median(r[2] for r in runs) / wall
@@ -409,9 +416,14 @@ class Bench:
                "attntrace_s": ours, "peak_rss_mib": rss, "gflops": gflops, "sgemm_gflops": sgemm[threads],
                "ceiling_share": gflops / sgemm[threads], "bytes_written": written, "busy_cores": busy}
         if rounds:  # the share is the median of the rounds' (ceiling, then attntrace) shares
-            shares = sorted(flops(b, l, l, E) / s / 1e9 / c for c, s in rounds)
-            row.update(ceiling_share=statistics.median(shares), sgemm_gflops=statistics.median(c for c, _ in rounds),
-                       rounds=[{"sgemm_gflops": c, "seconds": s} for c, s in rounds], share_spread=(shares[0], shares[-1]))
+            shares = sorted(flops(b, l, l, E) / r[1] / 1e9 / r[0] for r in rounds)
+            row.update(ceiling_share=statistics.median(shares), sgemm_gflops=statistics.median(r[0] for r in rounds),
+                       rounds=[{"sgemm_gflops": r[0], "seconds": r[1]} for r in rounds], share_spread=(shares[0], shares[-1]))
+            if self.args.baseline:  # the same rounds' shares of the baseline binary, run between the two
+                before = sorted(flops(b, l, l, E) / r[2] / 1e9 / r[0] for r in rounds)
+                row.update(baseline_share=statistics.median(before), baseline_s=statistics.median(r[2] for r in rounds))
+                for r, d in zip(rounds, row["rounds"]):
+                    d["baseline_seconds"] = r[2]
         if need_weights and threads in membw:
             best = max(membw[threads]["page_cache_mmap"], membw[threads]["page_cache_write"])
             row.update(write_gbs=written / ours / 1e9, page_cache_gbs=best, write_share=written / ours / 1e9 / best)
@@ -422,6 +434,12 @@ class Bench:
         print(f"{label:<28} threads={threads:<2} attntrace {ours:.4f} s  {torch_txt}  {gflops:.0f} GFLOP/s "
               f"({100 * row['ceiling_share']:.0f}% of sgemm)  {busy:.2f} cores busy  peak RSS {rss:.0f} MiB",
               flush=True)
+        if "rounds" in row:
+            low, high = row["share_spread"]
+            print(f"{'':<28} share {100 * row['ceiling_share']:.1f}%, median of {len(rounds)} interleaved rounds "
+                  f"({100 * low:.1f}-{100 * high:.1f}%), ceiling median {row['sgemm_gflops']:.0f} GFLOP/s"
+                  + (f"; baseline {row['baseline_s']:.4f} s, {100 * row['baseline_share']:.1f}% in the same rounds"
+                     if "baseline_share" in row else ""), flush=True)
         return row
 
     def startup(self, threads):
@@ -579,7 +597,8 @@ def tokenizer_bench(build, work, reps):
     """MB/s and tokens/s on 1 MB of English and 1 MB of mixed scripts (tests/bench/tokenizer_texts.py):
     attntrace tokenize as a whole process (reading tokenizer.json, writing the JSON to a pipe)
     against the warm encode alone in node of @huggingface/tokenizers (the JS port) and of
-    @anush008/tokenizers (the Rust library), one thread each."""
+    @anush008/tokenizers (the Rust library), one thread each; attntrace with its default (up to 2
+    threads: the model's two halves at once) and with --threads 1."""
     import hashlib
     import lzma
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -604,8 +623,11 @@ def tokenizer_bench(build, work, reps):
             size = os.path.getsize(text)
             cmd = [os.path.join(build, "attntrace"), "tokenize", folder, "--text-file", text, "--format", "json"]
             wall, cpu, out = time_process(cmd, reps)
+            wall1, _, out1 = time_process(cmd + ["--threads", "1"], reps)
             ids = json.loads(out)["ids"]
-            rows.append(dict(tokenizer=name, text=label, bytes=size, tokens=len(ids), wall=wall, cpu=cpu,
+            if out1 != out:
+                raise SystemExit(f"tokenize {name} {label}: --threads 1 gives other output than 2 threads")
+            rows.append(dict(tokenizer=name, text=label, bytes=size, tokens=len(ids), wall=wall, cpu=cpu, wall1=wall1,
                              node=node_encode_seconds(node_dir, folder, text, "js"),
                              rust=node_encode_seconds(node_dir, folder, text, "rust"),
                              same_as_rust=rust_ids_equal(node_dir, folder, text, ids)))
@@ -614,12 +636,13 @@ def tokenizer_bench(build, work, reps):
 
 
 def print_tokenizer_table(rows, node_dir, build):
-    print("tokenizers (1 MB, one thread; attntrace: whole process, reading tokenizer.json and writing the JSON;"
+    print("tokenizers (1 MB; attntrace: whole process, reading tokenizer.json and writing the JSON, its default of"
+          " up to 2 threads (the model's two halves at once), and with --threads 1;"
           " JS: @huggingface/tokenizers' warm encode alone, Rust: @anush008/tokenizers' (tokenizers 0.22) warm"
-          " encode alone, both in node; ratio = their time / attntrace wall time):")
+          " encode alone, both in node on one thread; ratio = their time / attntrace wall time):")
     print("| tokenizer | text | tokens | attntrace MB/s (wall) | tokens/s | MB/s (CPU time) | JS MB/s | ratio | goal 10x |"
-          " Rust MB/s | ratio | goal 10x | ids = Rust library |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          " Rust MB/s | ratio | goal 10x | ids = Rust library | --threads 1 MB/s | ratio to Rust |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def versus(seconds, r):
         if not seconds:
@@ -631,10 +654,21 @@ def print_tokenizer_table(rows, node_dir, build):
         mb = r["bytes"] / 1e6
         rust = {True: "yes", False: "NO", None: "-"}[r["same_as_rust"]]
         print(f"| {r['tokenizer']} | {r['text']} | {r['tokens']} | {mb / r['wall']:.2f} | {r['tokens'] / r['wall']:.0f} |"
-              f" {mb / r['cpu']:.2f} | {versus(r['node'], r)} | {versus(r.get('rust'), r)} | {rust} |")
+              f" {mb / r['cpu']:.2f} | {versus(r['node'], r)} | {versus(r.get('rust'), r)} | {rust} |"
+              f" {mb / r['wall1']:.2f} | {(r['rust'] / r['wall1']) if r.get('rust') else 0:.1f}x |")
     if not node_dir:
         print(f"  (node side skipped: npm install --prefix {os.path.join(build, 'tokenizer_reference')}"
               " @huggingface/tokenizers@0.2.0 @anush008/tokenizers@0.6.0)")
+
+
+def attention_only(bench, threads):
+    """--attention-only: the L = 4096 case at each thread count, attntrace (and --baseline) alone."""
+    key, label, b, l, need_weights, _, notes = next(c for c in CASES if c[0] == "L4096")
+    sgemm = {t: model_bench.sgemm_gflops(bench.args.build, t, bench.fixed_env) for t in threads}
+    rows = [bench.case(key, label, b, l, t, need_weights, None, notes, (sgemm, {})) for t in threads]
+    with open(os.path.join(bench.work, "results.json"), "w") as f:
+        json.dump({"cpu": cpu_model(), "rows": rows}, f, indent=1)
+    print(f"results: {os.path.join(bench.work, 'results.json')}")
 
 
 def main():
@@ -651,6 +685,12 @@ def main():
     ap.add_argument("--quick", action="store_true", help="no scaling sweep")
     ap.add_argument("--tokenizers-only", action="store_true", help="only the tokenizer section (attntrace tokenize vs node)")
     ap.add_argument("--model-only", action="store_true", help="only the whole-model case (attntrace model vs PyTorch eager)")
+    ap.add_argument("--attention-only", action="store_true",
+                    help="only the L = 4096 case, attntrace alone (no PyTorch), its share of the ceiling from "
+                         "interleaved rounds at each thread count")
+    ap.add_argument("--baseline", metavar="EXE",
+                    help="an earlier attntrace binary, run in the same interleaved rounds (ceiling, EXE, then "
+                         "--build's attntrace), for a before/after share")
     ap.add_argument("--skip-long", action="store_true", help="skip L=32768 (and L > 8192 in the sweep)")
     ap.add_argument("--json", help="also write the results JSON here (always written into the work folder)")
     ap.add_argument("--markdown", help="also write the Markdown table here")
@@ -671,6 +711,9 @@ def main():
           else f"PyTorch: none in {args.python} ({bench.torch_blas}); attntrace alone")
     if skipped:
         print(f"note: {skipped}")
+    if args.attention_only:
+        attention_only(bench, threads)
+        return
     ceilings = measure_ceilings(args.build, threads, bench.weights_bytes, work, bench.fixed_env)
     for t in threads:
         print(f"ceilings at {plural(t)}: sgemm {ceilings[0][t]:.1f} GFLOP/s"

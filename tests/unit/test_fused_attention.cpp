@@ -5,9 +5,11 @@
 // Skipped (with a message) on a CPU without AVX-512F, where runs never take the fused kernel.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "attntrace/attention/attention.hpp"
 #include "attntrace/attention/params.hpp"
@@ -224,4 +226,36 @@ TEST_CASE("the attention kernels are named, and a kernel the CPU cannot run is r
     if (best == AttentionKernel::blas)
         CHECK_THROWS_WITH_AS(set_attention_kernel(AttentionKernel::avx512),
                              "attention kernel: this CPU cannot run the avx512 kernels", UsageError);
+}
+
+TEST_CASE("the fused kernel's exp over scores 0 to -150 and more below the row maximum: a float64 softmax to 1e-5") {
+    // The kernel's own exp (fused_avx512.cpp: a degree-5 polynomial, 0 below -87, a one-constant
+    // reduction whose error grows with |k|): q scaled so each row's scores span far past -87.
+    if (!fused_available()) return;
+    auto q = random_tensor<float>({1, 2, 70, 16}, Distribution::normal, 21);
+    auto k = random_tensor<float>({1, 2, 300, 16}, Distribution::normal, 22);
+    auto v = random_tensor<float>({1, 2, 300, 8}, Distribution::normal, 23);
+    for (std::size_t x = 0; x < q.size(); ++x) q.data()[x] *= 25.0f;  // the widest row spans about 220
+    AttentionOptions options;
+    const auto fused = with_kernel(AttentionKernel::avx512, [&] { return sdpa<float>(q, k, v, {}, options); });
+    double widest = 0;
+    for (std::size_t h = 0; h < 2; ++h)
+        for (std::size_t i = 0; i < 70; ++i) {
+            std::vector<double> s(300);  // (Lk) the row's scores, float64
+            for (std::size_t j = 0; j < 300; ++j) {
+                double dot = 0;
+                for (std::size_t d = 0; d < 16; ++d) dot += double(q(0, h, i, d)) * double(k(0, h, j, d));
+                s[j] = dot / 4.0;  // 1 / sqrt(16)
+            }
+            const double m = *std::max_element(s.begin(), s.end());
+            widest = std::max(widest, m - *std::min_element(s.begin(), s.end()));
+            double l = 0;
+            for (double& x : s) l += (x = std::exp(x - m));
+            for (std::size_t c = 0; c < 8; ++c) {
+                double o = 0;
+                for (std::size_t j = 0; j < 300; ++j) o += s[j] / l * double(v(0, h, j, c));
+                CHECK(std::abs(double(fused.output(0, h, i, c)) - o) <= 1e-5 * (1 + std::abs(o)));
+            }
+        }
+    CHECK(widest > 150);  // the test reaches past -87, where the exp is 0
 }

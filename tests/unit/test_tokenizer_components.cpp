@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +36,12 @@ void check_encoding(const Tokenizer& tokenizer, const std::string& text, bool sp
     CHECK(std::vector<std::string>(e.tokens.begin(), e.tokens.end()) == want["tokens"].get<std::vector<std::string>>());
     CHECK(Offsets(e.offsets.begin(), e.offsets.end()) == want["offsets"].get<Offsets>());
     CHECK(tokenizer.decode(ids) == want["decode"].get<std::string>());
+    // the CLI's path, straight from the tokens, writes what the Encoding's forms hold
+    std::ostringstream json, lines;
+    tokenizer.encode_json(text, special, "text", json);
+    tokenizer.encode_text(text, special, "text", lines);
+    CHECK(json.str() == attntrace::encoding_json(e));
+    CHECK(lines.str() == attntrace::encoding_text(e, text));
 }
 
 // Checks every tiny tokenizer whose name starts with PREFIX; returns how many there were.

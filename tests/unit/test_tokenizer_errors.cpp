@@ -121,3 +121,35 @@ TEST_CASE("an id out of range in decode is an InputError naming the range") {
     CHECK(t.decode(std::vector<std::uint32_t>{0, 1, 2}) == "a b ab");  // no decoder: the tokens joined by spaces
     CHECK_THROWS_WITH_AS(t.decode(std::vector<std::uint32_t>{0, 3}), ("decode: id 3 is not in " + path + " (ids 0 to 2)").c_str(), InputError);
 }
+
+TEST_CASE("many merges are read in two halves at once: the same table, and the lowest bad rank is the one told") {
+    TempDir dir;
+    // 20000 merges "cI z" -> "cIz", cI the CJK character U+4E00 + I (the two halves' look-ups run at
+    // once from 16384 merges on); ids: cI is I, z 20000, cIz 20001 + I
+    auto cjk = [](std::size_t i) {
+        const auto c = static_cast<unsigned>(0x4E00 + i);
+        return std::string{static_cast<char>(0xE0 | (c >> 12)), static_cast<char>(0x80 | ((c >> 6) & 63)), static_cast<char>(0x80 | (c & 63))};
+    };
+    const std::size_t n = 20000;
+    auto model = [&](std::size_t bad_low, std::size_t bad_high) {
+        std::string vocab = "\"z\": " + std::to_string(n), merges;
+        for (std::size_t i = 0; i < n; ++i) {
+            vocab += ", \"" + cjk(i) + "\": " + std::to_string(i) + ", \"" + cjk(i) + "z\": " + std::to_string(n + 1 + i);
+            merges += std::string(i ? ", \"" : "\"") + (i == bad_low || i == bad_high ? "q" : cjk(i)) + " z\"";
+        }
+        return R"({"type": "BPE", "vocab": {)" + vocab + R"(}, "merges": [)" + merges + "]}";
+    };
+    const std::string good = tokenizer_file(dir, model(n, n));
+    for (const std::size_t threads : {1, 2}) {
+        const Tokenizer t = Tokenizer::load(good, threads);
+        for (const std::size_t i : {0, 9999, 10000, 19999}) {
+            const attntrace::Encoding e = t.encode(cjk(i) + "z", false, "text");
+            CHECK(std::vector<std::uint32_t>(e.ids.begin(), e.ids.end()) == std::vector<std::uint32_t>{static_cast<std::uint32_t>(n + 1 + i)});
+        }
+    }
+    const std::string bad = tokenizer_file(dir, model(300, 15000));
+    for (const std::size_t threads : {1, 2})
+        CHECK_THROWS_WITH_AS(Tokenizer::load(bad, threads), (bad + ": model.merges[300]: \"q\" is not in the vocabulary").c_str(), InputError);
+    const std::string late = tokenizer_file(dir, model(15000, 19000));
+    CHECK_THROWS_WITH_AS(Tokenizer::load(late, 2), (late + ": model.merges[15000]: \"q\" is not in the vocabulary").c_str(), InputError);
+}

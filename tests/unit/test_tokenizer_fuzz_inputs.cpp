@@ -80,3 +80,29 @@ TEST_CASE("every text the fuzzer once crashed on encodes through GPT-2, BERT and
         }
     }
 }
+
+TEST_CASE("a long text tokenized by the model's two workers at once gives the ids and offsets of one") {
+    attntrace::testing::TempDir dir;
+    // ~400 KB: words of several scripts, numbers, spaces and newlines, then every fuzz text; a text
+    // of 64 KB and more is cut in two halves, the second one tokenized by a second worker
+    std::string text;
+    const char* words[] = {"Hello", " world", ",", "  Café", " 我想", "🚀", "\n\n", " naïve", " Ελληνικά", " don't", "\t", " Привет"};
+    for (std::size_t i = 0; text.size() < 400000; ++i) text += std::string(words[i % 12]) + words[(i * 7) % 12] + " " + std::to_string(i * 37 % 1000);
+    for (const fs::path& path : files_in(kFuzz / "text")) text += read_file(path);
+    for (const std::string name : {"gpt2", "bert-base-uncased", "mistral-prepend"}) {
+        INFO(name);
+        const std::string json = dir / (name + ".json");
+        const fs::path xz = kFuzz.parent_path() / name / "tokenizer.json.xz";
+        REQUIRE(std::system(("xz -dc '" + xz.string() + "' > '" + json + "'").c_str()) == 0);
+        Tokenizer one = Tokenizer::load(json), two = Tokenizer::load(json);
+        one.set_threads(1);
+        two.set_threads(2);
+        const attntrace::Encoding a = one.encode(text, true, "text"), b = two.encode(text, true, "text");
+        CHECK(a.ids.size() > 20000);
+        CHECK(a.ids == b.ids);
+        CHECK(a.offsets == b.offsets);
+        const attntrace::Encoding again = two.encode(text, true, "text");  // the workers' caches warm
+        CHECK(again.ids == a.ids);
+        CHECK(again.offsets == a.offsets);
+    }
+}

@@ -37,7 +37,8 @@ public:
     // (io/gguf.hpp is_gguf_path; a split model's first file): the tokenizer of its metadata
     // (from_gguf). Throws InputError naming the file and the problem (missing, not JSON, an
     // unsupported component with the supported ones).
-    static Tokenizer load(const std::string& path);
+    // THREADS: as set_threads (a BPE's merges are read in two halves at once where there are many).
+    static Tokenizer load(const std::string& path, std::size_t threads = 0);
     // The tokenizer whose tokenizer.json text is JSON; NAME stands for the file in messages. No
     // tokenizer_config.json is read (clean_up_tokenization_spaces is off).
     static Tokenizer from_json(std::string json, const std::string& name);
@@ -54,6 +55,11 @@ public:
     // post-processor adds them). Throws InputError "SOURCE: invalid UTF-8 at byte N". Not for two
     // threads at once on one Tokenizer: it keeps a cache of the words it has seen.
     Encoding encode(std::string_view text, bool add_special_tokens, const std::string& source) const;
+    // encode(TEXT, ...) written to OUT as write_encoding_json / write_encoding_text write it, straight
+    // from the tokenizer's tokens: without the Encoding's three arrays in between (36 bytes a token,
+    // 22 MB for 1 MB of mixed scripts in GPT-2's tokens, every page of it faulted in and zeroed).
+    void encode_json(std::string_view text, bool add_special_tokens, const std::string& source, std::ostream& out) const;
+    void encode_text(std::string_view text, bool add_special_tokens, const std::string& source, std::ostream& out) const;
 
     // What transformers' tokenizer.decode(IDS) returns. Throws InputError "decode: id N is not in
     // FILE (ids 0 to M)" for an id out of range.
@@ -67,6 +73,9 @@ public:
     // The ids of the added tokens marked "special" (<|endoftext|>, [CLS], <mask> ...).
     std::vector<std::uint32_t> special_ids() const;
     const std::string& file() const;       // the tokenizer.json read
+    // The threads encode may use (0, the default: every core this process may use): a text of
+    // 64 KB and more is tokenized by the model in two halves at once (at most 2 threads).
+    void set_threads(std::size_t threads);
 
     Tokenizer(Tokenizer&&) noexcept;
     Tokenizer& operator=(Tokenizer&&) noexcept;
