@@ -129,6 +129,43 @@ for name in llama_q8_0 qwen2_q4_1 llama256_q4_k_m; do
     done
 done
 
+# 40 positions (golden/ids_long.npy, tests/goldens/make_gguf_long_goldens.py): enough rows for the
+# AMX kernels' tiles of 16, on one file of each type quantized_gemm takes, on every kernel this CPU
+# runs. Every position within what llama.cpp's own quantized products change (the case's
+# llama_cpp_vs_reference, plus 1e-4 of the largest logit), and most positions (the median one)
+# within 1e-4 of the largest logit: one activation rounded to the other side of a q8 step (the
+# scalar kernel sums as ggml's generic C does, llama.cpp's build as its SIMD code does; another
+# OpenBLAS kernel moves the attention's last bits) moves its position by a q8 step's worth.
+for name in llama_q8_0 llama_q4_0 qwen3_q5_0 qwen2_q4_1 mistral_q5_1 llama256_q4_k llama256_q5_k llama256_q6_k \
+    llama256_q4_k_m; do
+    dir="$CASES/$name"
+    loose=$(case_field "$name" llama_cpp_vs_reference)
+    for kernel in scalar avx2 avx512_vnni amx; do
+        rm -f "$work/l.npy"
+        code=0
+        ATTNTRACE_GEMM_KERNEL=$kernel "$ATTNTRACE" model "$dir/model.gguf" --ids "$dir/golden/ids_long.npy" \
+            --logits "$work/l.npy" --top 0 < /dev/null > /dev/null 2> "$work/err" || code=$?
+        if [[ $code == 2 ]] && grep -q "cannot run" "$work/err"; then continue; fi
+        "$PYTHON" - "$name ($kernel, 40 positions) vs llama.cpp" "$work/l.npy" "$dir/golden/llama_cpp_logits_long.npy" \
+            "$loose" <<'PY' && passed=$((passed + 1)) || failed=$((failed + 1))
+import sys
+import numpy as np
+name, want, loose = sys.argv[1], np.load(sys.argv[3]), float(sys.argv[4])
+try:
+    got = np.load(sys.argv[2])
+except OSError as e:
+    sys.exit(f"FAIL {name}: no logits ({e})")
+if got.shape != want.shape:
+    sys.exit(f"FAIL {name}: shape {got.shape}, golden {want.shape}")
+tight = 1e-4 * max(1.0, float(np.abs(want).max()))
+rows = np.abs(got.astype(np.float64) - want).max(axis=1)
+if not rows.max() <= loose + tight or not np.median(rows) <= tight:
+    sys.exit(f"FAIL {name}: per position max |diff| largest {rows.max():.3g} (bound {loose + tight:.3g}), "
+             f"median {np.median(rows):.3g} (bound {tight:.3g})")
+PY
+    done
+done
+
 # mha --model FILE.gguf --layer N: layer N's attention as the whole model computes it
 for name in llama_q8_0 mistral_q5_1 qwen2_q4_1 qwen3_bf16_split gpt2_q8_0 gemma_f16 gemma2_q8_0 gemma3_q5_1 phi3_q4_0 \
     llama256_q4_k; do

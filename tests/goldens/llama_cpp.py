@@ -9,7 +9,8 @@ were built from, both from the npm registry (never committed here).
   GGUF files as convert_hf_to_gguf.py does, `ggml/src/ggml-quants.c` defines the quantized types.
 - `libllama()`: libllama loaded with ctypes, the backend initialised and its log silenced.
 
-CACHE is $ATTNTRACE_LLAMA_CPP or ~/.cache/attntrace/llama-cpp. Scripts that use this module are
+CACHE is $ATTNTRACE_LLAMA_CPP or ~/.cache/attntrace/llama-cpp; $ATTNTRACE_LLAMA_CPP_CPU picks the CPU
+backend variant (libggml-cpu-<variant>.so) instead of the best one for this CPU. Scripts that use this module are
 goldens scripts (run by hand, their outputs committed) and optional peer checks; CI never needs it.
 """
 import ctypes
@@ -68,9 +69,19 @@ def libllama():
     lib = ctypes.CDLL(str(next(folder.glob("libllama.*so"))), mode=ctypes.RTLD_GLOBAL)
     lib.llama_log_set.argtypes = [_LOG_CALLBACK, ctypes.c_void_p]
     lib.llama_log_set(_silent, None)
-    # the CPU backend is one of the libggml-cpu-<isa>.so variants, chosen for this CPU at load
-    ggml.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
-    ggml.ggml_backend_load_all_from_path(str(folder).encode())
+    # the CPU backend is one of the libggml-cpu-<isa>.so variants, chosen for this CPU at load, or
+    # the one $ATTNTRACE_LLAMA_CPP_CPU names (e.g. icelake: AVX-512 VNNI without llama.cpp's AMX
+    # kernels, which write NaN for some rows of the tiny E = 32 models on a CPU with AMX)
+    variant = os.environ.get("ATTNTRACE_LLAMA_CPP_CPU")
+    if variant:
+        ggml.ggml_backend_load.argtypes = [ctypes.c_char_p]
+        ggml.ggml_backend_load.restype = ctypes.c_void_p
+        reg = ggml.ggml_backend_load(str(folder / f"libggml-cpu-{variant}.so").encode())
+        if not reg:
+            raise RuntimeError(f"llama.cpp's CPU backend variant {variant} could not be loaded on this CPU")
+    else:
+        ggml.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
+        ggml.ggml_backend_load_all_from_path(str(folder).encode())
     lib.llama_backend_init.argtypes = []
     lib.llama_backend_init()
     return lib
