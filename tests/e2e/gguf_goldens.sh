@@ -112,6 +112,16 @@ PY
     fi
 done
 
+# on_kernel KERNEL DIR IDS: the quantized path's logits of DIR's model.gguf on IDS into $work/l.npy,
+# with ATTNTRACE_GEMM_KERNEL=KERNEL; false when this CPU cannot run KERNEL (refused, exit 2: skipped)
+on_kernel() {
+    local code=0
+    rm -f "$work/l.npy"
+    ATTNTRACE_GEMM_KERNEL=$1 "$ATTNTRACE" model "$2/model.gguf" --ids "$3" --logits "$work/l.npy" \
+        --top 0 < /dev/null > /dev/null 2> "$work/err" || code=$?
+    ! { [[ $code == 2 ]] && grep -q "cannot run" "$work/err"; }
+}
+
 # The quantized path on every kernel this CPU runs (ATTNTRACE_GEMM_KERNEL): each within the same
 # tight bound of llama.cpp's logits (a kernel the CPU cannot run is refused, exit 2, and skipped)
 for name in llama_q8_0 qwen2_q4_1 llama256_q4_k_m; do
@@ -119,11 +129,7 @@ for name in llama_q8_0 qwen2_q4_1 llama256_q4_k_m; do
     bound=$("$PYTHON" -c 'import json, sys; c = {c["name"]: c for c in json.load(open(sys.argv[1]))["cases"]}[sys.argv[2]]; print(1e-4 * max(1.0, c["logits_max_abs"]))' \
         "$CASES/cases.json" "$name")
     for kernel in scalar avx2 avx512_vnni amx; do
-        rm -f "$work/l.npy"
-        code=0
-        ATTNTRACE_GEMM_KERNEL=$kernel "$ATTNTRACE" model "$dir/model.gguf" --ids "$dir/ids.npy" --logits "$work/l.npy" \
-            --top 0 < /dev/null > /dev/null 2> "$work/err" || code=$?
-        if [[ $code == 2 ]] && grep -q "cannot run" "$work/err"; then continue; fi
+        on_kernel $kernel "$dir" "$dir/ids.npy" || continue
         close "$name ($kernel) vs llama.cpp" "$work/l.npy" "$dir/golden/llama_cpp_logits.npy" 0 0 "$bound" &&
             passed=$((passed + 1)) || failed=$((failed + 1))
     done
@@ -141,11 +147,7 @@ for name in llama_q8_0 llama_q4_0 qwen3_q5_0 qwen2_q4_1 mistral_q5_1 llama256_q4
     dir="$CASES/$name"
     loose=$(case_field "$name" llama_cpp_vs_reference)
     for kernel in scalar avx2 avx512_vnni amx; do
-        rm -f "$work/l.npy"
-        code=0
-        ATTNTRACE_GEMM_KERNEL=$kernel "$ATTNTRACE" model "$dir/model.gguf" --ids "$dir/golden/ids_long.npy" \
-            --logits "$work/l.npy" --top 0 < /dev/null > /dev/null 2> "$work/err" || code=$?
-        if [[ $code == 2 ]] && grep -q "cannot run" "$work/err"; then continue; fi
+        on_kernel $kernel "$dir" "$dir/golden/ids_long.npy" || continue
         "$PYTHON" - "$name ($kernel, 40 positions) vs llama.cpp" "$work/l.npy" "$dir/golden/llama_cpp_logits_long.npy" \
             "$loose" <<'PY' && passed=$((passed + 1)) || failed=$((failed + 1))
 import sys

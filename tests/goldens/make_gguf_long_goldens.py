@@ -38,9 +38,12 @@ LENGTH = 40
 def main():
     for seed, name in enumerate(NAMES):
         model = CASES / name / "model.gguf"
-        vocab = llama_cpp_model.Model(model, LENGTH).vocab
-        ids = np.random.default_rng(seed).integers(3, vocab, LENGTH).astype(np.int64)
-        logits, _ = llama_cpp_model.logits(model, list(ids), exact=True)
+        m = llama_cpp_model.Model(model, LENGTH, exact=True)
+        try:
+            ids = np.random.default_rng(seed).integers(3, m.vocab, LENGTH).astype(np.int64)
+            logits, _ = m.logits(list(ids))
+        finally:
+            m.close()
         np.save(CASES / name / "golden" / "ids_long.npy", ids)
         np.save(CASES / name / "golden" / "llama_cpp_logits_long.npy", logits.astype(np.float32))
         print(name, logits.shape, f"max |logit| {np.abs(logits).max():.3f}")
