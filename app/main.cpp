@@ -26,6 +26,7 @@
 #include "attntrace/io/ggml_matmul.hpp"
 #include "attntrace/model/model.hpp"
 #include "attntrace/tensor/gemm.hpp"
+#include "attntrace/tensor/weight_gemm.hpp"
 #include "commands.hpp"
 
 namespace {
@@ -117,6 +118,23 @@ std::string choose_gemm_kernel() {
     return std::string("ATTNTRACE_GEMM_KERNEL: '") + word + "' is not one of best, scalar, avx2, avx512_vnni, amx";
 }
 
+// ATTNTRACE_WEIGHT_GEMM=best|blas|avx512 chooses the float32 products by a layer's weights
+// (tensor/weight_gemm.hpp): our own AVX-512 kernels or OpenBLAS, for comparing them; an empty or
+// unset variable is `best`. Returns the error message, or "".
+std::string choose_weight_gemm() {
+    const char* word = std::getenv("ATTNTRACE_WEIGHT_GEMM");
+    if (!word || !*word) return "";
+    attntrace::WeightGemm kernel{};
+    if (!attntrace::weight_gemm_named(word, kernel))
+        return std::string("ATTNTRACE_WEIGHT_GEMM: '") + word + "' is not one of best, blas, avx512";
+    try {
+        attntrace::set_weight_gemm(kernel);
+    } catch (const attntrace::UsageError& e) {
+        return std::string("ATTNTRACE_WEIGHT_GEMM: ") + e.what();
+    }
+    return "";
+}
+
 // ATTNTRACE_GGUF_PRODUCTS=quantized|float32 chooses how a float32 forward multiplies by a GGUF
 // file's quantized weights (model.hpp GgufProducts); an empty or unset variable is `quantized`.
 // Returns the error message, or "".
@@ -143,6 +161,7 @@ int main(int argc, char** argv) {
     if (const std::string bad = choose_attention_kernel(); !bad.empty()) return fail(attntrace::exit_usage, bad);
     if (const std::string bad = choose_gguf_products(); !bad.empty()) return fail(attntrace::exit_usage, bad);
     if (const std::string bad = choose_gemm_kernel(); !bad.empty()) return fail(attntrace::exit_usage, bad);
+    if (const std::string bad = choose_weight_gemm(); !bad.empty()) return fail(attntrace::exit_usage, bad);
     attntrace::remember_inputs(true);  // no output may replace a file this run read
     // A replaced output's old data is freed by a helper after this process, not before it exits
     // (atomic_write.hpp): the run does not wait for the file system to release it.

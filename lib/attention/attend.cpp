@@ -16,6 +16,7 @@
 #include "attention_stages.hpp"
 #include "fused_attention.hpp"
 #include "attntrace/tensor/gemm.hpp"
+#include "attntrace/tensor/weight_gemm.hpp"
 #include "attntrace/tensor/threads.hpp"
 #include "softmax_kernels.hpp"
 #include "tile_pictures.hpp"
@@ -339,8 +340,8 @@ void project_block(const T* x, std::size_t r0, std::size_t r1, std::size_t c0, s
     if (b)
         for (std::size_t r = r0; r < r1; ++r) std::copy(b + c0, b + c1, y + r * ldy + c0);
     const T* at = w.conv1d ? w.data + c0 : w.data + c0 * w.in;
-    gemm<T>(false, !w.conv1d, r1 - r0, c1 - c0, w.in, T(1), x + r0 * w.in, w.in, at, w.conv1d ? w.out : w.in,
-            b ? T(1) : T(0), y + r0 * ldy + c0, ldy);
+    multiply_weight(x + r0 * w.in, w.in, r1 - r0, w.in, at, w.conv1d ? w.out : w.in, w.conv1d, c1 - c0,
+                    b ? T(1) : T(0), y + r0 * ldy + c0, ldy);
 }
 
 }  // namespace

@@ -183,8 +183,8 @@ Array<T> head_outputs(const Array<T>& z, const WeightView<T>& w_o, std::size_t h
     Array<T> out = Array<T>::from_shape({rows, heads * e});
     parallel_for(heads, threads, [&](std::size_t h, std::size_t) {
         const T* w = w_o.conv1d ? w_o.w + h * pv * e : w_o.w + h * pv;
-        gemm<T>(false, !w_o.conv1d, rows, e, pv, T(1), z.data() + h * pv, hp, w, w_o.conv1d ? e : hp, T(0),
-                out.data() + h * e, heads * e);
+        multiply_weight(z.data() + h * pv, hp, rows, pv, w, w_o.conv1d ? e : hp, w_o.conv1d, e, T(0), out.data() + h * e,
+                        heads * e);
     });
     return out;
 }

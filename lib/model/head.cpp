@@ -101,7 +101,7 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T*
         if (!quantized) {
             const T* rows = in_file ? t.files->in_place<T>(w->stored.name, v0, v1) : staged[worker].data();
             if (!in_file) t.files->read_rows(w->stored.name, v0, v1, staged[worker].data());
-            gemm<T>(false, true, p, v1 - v0, e, T(1), x.data(), e, rows, e, T(0), logits + v0, v);
+            multiply_weight(x.data(), e, p, e, rows, e, false, v1 - v0, T(0), logits + v0, v);
         }
         if (bias)
             for (std::size_t r = 0; r < p; ++r)

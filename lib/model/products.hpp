@@ -9,6 +9,7 @@
 
 #include "attntrace/tensor/gemm.hpp"
 #include "attntrace/tensor/threads.hpp"
+#include "attntrace/tensor/weight_gemm.hpp"
 #include "model_tensors.hpp"
 
 namespace attntrace {
@@ -69,8 +70,8 @@ void product(const T* x, std::size_t r0, std::size_t r1, std::size_t c0, std::si
             return quantized_block(rows, 0, r1 - r0, c0, c1, *w.quantized, y + r0 * ldy, ldy, beta);
         }
     const T* b = w.conv1d ? w.w + c0 : w.w + c0 * w.in;
-    gemm<T>(false, !w.conv1d, r1 - r0, c1 - c0, w.in, T(1), x + r0 * w.in, w.in, b, w.conv1d ? w.out : w.in, beta,
-            y + r0 * ldy + c0, ldy);
+    multiply_weight(x + r0 * w.in, w.in, r1 - r0, w.in, b, w.conv1d ? w.out : w.in, w.conv1d, c1 - c0, beta,
+                    y + r0 * ldy + c0, ldy);
 }
 
 // Y (rows, out) at LDY := X · Wᵀ + b + beta · Y.

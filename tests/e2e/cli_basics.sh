@@ -19,6 +19,14 @@ if [ "$best" = "OpenBLAS products" ]; then
     ATTNTRACE_ATTENTION_KERNEL=avx512 run 2 "$A" --version
     error_line "this CPU cannot run the avx512 kernels"
 fi
+# ATTNTRACE_WEIGHT_GEMM (tensor/weight_gemm.hpp) the same way
+ATTNTRACE_WEIGHT_GEMM=fast run 2 "$A" --version
+error_line "ATTNTRACE_WEIGHT_GEMM" "'fast' is not one of best, blas, avx512"
+ATTNTRACE_WEIGHT_GEMM=blas run 0 "$A" --version
+if ! grep -qw avx512f /proc/cpuinfo; then
+    ATTNTRACE_WEIGHT_GEMM=avx512 run 2 "$A" --version
+    error_line "this CPU cannot run the avx512 kernels"
+fi
 
 run 0 "$A" --help
 [ ! -s "$W/err" ] || fail "--help wrote to stderr"

@@ -1,0 +1,44 @@
+#pragma once
+// A float32 product of our own for a layer's weights: Y (rows, out) := X (rows, in) · Wᵀ + beta · Y
+// with few rows (a forward's positions) against a large weight, read where it lies, without the
+// packing pass OpenBLAS makes over every weight panel (docs/performance.md, "The whole model's
+// ceiling"). AVX-512F kernels (weight_gemm_avx512.cpp) on a CPU that has it; elsewhere, or when
+// switched to OpenBLAS, weight_product returns false and the caller runs gemm().
+#include <cstddef>
+#include <string>
+#include <type_traits>
+
+#include "attntrace/tensor/gemm.hpp"
+
+namespace attntrace {
+
+// best: the AVX-512 kernels where the CPU has AVX-512F, else OpenBLAS; blas: always OpenBLAS;
+// avx512: the AVX-512 kernels (set_weight_gemm refuses it on a CPU without AVX-512F).
+enum class WeightGemm { best, blas, avx512 };
+
+// Throws UsageError when this CPU cannot run KERNEL.
+void set_weight_gemm(WeightGemm kernel);
+// The kernel products run now (best resolved: blas or avx512).
+WeightGemm weight_gemm();
+std::string weight_gemm_name(WeightGemm kernel);
+// The kernel named NAME ("best", "blas", "avx512"), or false when there is none.
+bool weight_gemm_named(const std::string& name, WeightGemm& kernel);
+
+// Y (ROWS, OUT) with leading dim LDY := X (ROWS, IN) at LDX · Wᵀ + BETA · Y (BETA 0: Y is not read),
+// on this thread. W is (OUT, IN) at LDW, or with CONV1D (GPT-2's Conv1D) (IN, OUT) at LDW.
+// Returns false, having done nothing, when the kernels chosen are OpenBLAS's.
+bool weight_product(const float* x, std::size_t ldx, std::size_t rows, std::size_t in, const float* w,
+                    std::size_t ldw, bool conv1d, std::size_t out, float beta, float* y, std::size_t ldy);
+
+// Y (ROWS, OUT) at LDY := X (ROWS, IN) at LDX · Wᵀ + beta · Y, W (OUT, IN) at LDW or with CONV1D
+// (IN, OUT), on this thread: float32 by our own kernels where they run (tensor/weight_gemm.hpp:
+// no packing pass over the weight), else (and float64) by OpenBLAS.
+template <class T>
+void multiply_weight(const T* x, std::size_t ldx, std::size_t rows, std::size_t in, const T* w, std::size_t ldw,
+                     bool conv1d, std::size_t out, T beta, T* y, std::size_t ldy) {
+    if constexpr (std::is_same_v<T, float>)
+        if (weight_product(x, ldx, rows, in, w, ldw, conv1d, out, beta, y, ldy)) return;
+    gemm<T>(false, !conv1d, rows, out, in, T(1), x, ldx, w, ldw, beta, y, ldy);
+}
+
+}  // namespace attntrace

@@ -1,0 +1,187 @@
+// weight_product's AVX-512F kernels (weight_gemm.hpp). This file alone is compiled with -mavx512f;
+// weight_gemm.cpp calls it only on a CPU that has it. Y (rows, out) is made by chunks of 768 of its
+// columns (they stay in L2), in each by blocks of 128 k, each cut in panels of 48 columns: W's
+// panel (128 k × 48 columns) is copied into a 24 KB buffer that stays in L1 (a Conv1D W's rows
+// copied as they are, an (out, in) W's transposed 16 × 16 in registers) and used by every row of
+// X, 8 rows × 3 vectors a tile (24 accumulators, X[r, k] broadcast against W[k, n:n+48]); while a
+// panel is used, the next one's lines are fetched into L2, a slice before each tile, so the copy
+// reads from L2 what would otherwise be a wait on memory. Each weight is read from memory once per
+// product, with no pass over all of it before the products start (OpenBLAS's packing).
+// Sums: k in blocks of 128 in order, within a block k in order, one fused multiply-add each.
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <utility>
+
+namespace attntrace::weight_kernels {
+namespace {
+
+constexpr std::size_t kLanes = 16;
+// A tile's rows and column vectors; W is taken kPanelK k at a time, 48 columns a panel.
+constexpr std::size_t kTileRows = 8, kTileColVectors = 3, kPanelCols = kTileColVectors * kLanes, kPanelK = 128;
+// ... and Y kChunkCols columns at a time, which stay in L2 while all of W's blocks of rows add to them.
+constexpr std::size_t kChunkCols = 16 * kPanelCols;
+
+// Y (R, 16 NV, the last vector's columns LAST) := X's R rows (at LDX, K of them) · WP (K, 48) +
+// beta · Y; WP is a packed panel (rows of 48 floats, zeros past the columns).
+template <std::size_t R, std::size_t NV>
+void tile_cols_major(const float* x, std::size_t ldx, std::size_t kc, const float* wp, __mmask16 last, float beta,
+                     float* y, std::size_t ldy) {
+    __m512 sums[R][NV];  // sums[r][c]: Y[r, 16 c .. 16 c + 15]
+    for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t c = 0; c < NV; ++c) sums[r][c] = _mm512_setzero_ps();
+    for (std::size_t k = 0; k < kc; ++k) {
+        __m512 wv[NV];
+        for (std::size_t c = 0; c < NV; ++c) wv[c] = _mm512_loadu_ps(wp + k * kPanelCols + c * kLanes);
+        for (std::size_t r = 0; r < R; ++r) {
+            const __m512 xr = _mm512_set1_ps(x[r * ldx + k]);
+            for (std::size_t c = 0; c < NV; ++c) sums[r][c] = _mm512_fmadd_ps(xr, wv[c], sums[r][c]);
+        }
+    }
+    const __m512 b = _mm512_set1_ps(beta);
+    for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t c = 0; c < NV; ++c) {
+            float* yc = y + r * ldy + c * kLanes;
+            const __mmask16 m = c + 1 < NV ? __mmask16(0xffff) : last;
+            const __m512 s = beta == 0.0f ? sums[r][c] : _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(m, yc), sums[r][c]);
+            _mm512_mask_storeu_ps(yc, m, s);
+        }
+}
+
+using ColsTile = void (*)(const float*, std::size_t, std::size_t, const float*, __mmask16, float, float*, std::size_t);
+
+template <std::size_t... R, std::size_t... V>
+constexpr auto cols_tiles(std::index_sequence<R...>, std::index_sequence<V...>) {
+    std::array<std::array<ColsTile, kTileColVectors>, kTileRows> table{};
+    const auto row = [&]<std::size_t NR>(std::integral_constant<std::size_t, NR>) {
+        table[NR - 1] = {&tile_cols_major<NR, V + 1>...};
+    };
+    (row(std::integral_constant<std::size_t, R + 1>{}), ...);
+    return table;
+}
+const auto kColsTiles = cols_tiles(std::make_index_sequence<kTileRows>{}, std::make_index_sequence<kTileColVectors>{});
+
+// WP (KC, 48) := W[0:KC, 0:COLS] (at LDW), zeros past COLS.
+void pack_panel(const float* w, std::size_t ldw, std::size_t kc, std::size_t cols, float* wp) {
+    const __mmask16 all = 0xffff;
+    for (std::size_t k = 0; k < kc; ++k)
+        for (std::size_t c = 0; c < kPanelCols; c += kLanes) {
+            const std::size_t n = cols > c ? std::min(kLanes, cols - c) : 0;
+            const __mmask16 m = n == kLanes ? all : __mmask16((1u << n) - 1);
+            _mm512_storeu_ps(wp + k * kPanelCols + c, _mm512_maskz_loadu_ps(m, w + k * ldw + c));
+        }
+}
+
+// R[16] := its transpose (R[i] lane j becomes R[j] lane i).
+void transpose16(__m512 (&r)[kLanes]) {
+    __m512 t[kLanes];
+    for (std::size_t i = 0; i < kLanes; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);  // each 128-bit lane: a0 b0 a1 b1
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);  // a2 b2 a3 b3
+    }
+    for (std::size_t i = 0; i < kLanes; i += 4) {  // r[i + j]: rows i .. i+3, element j of each lane
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (std::size_t j = 0; j < 4; ++j) {  // lane L of r[4 g + j]: rows 4g .. 4g+3 at element 4L + j
+        const __m512 u0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x44), u1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xEE);
+        const __m512 v0 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x44);
+        const __m512 v1 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xEE);
+        t[j] = _mm512_shuffle_f32x4(u0, v0, 0x88), t[4 + j] = _mm512_shuffle_f32x4(u0, v0, 0xDD);
+        t[8 + j] = _mm512_shuffle_f32x4(u1, v1, 0x88), t[12 + j] = _mm512_shuffle_f32x4(u1, v1, 0xDD);
+    }
+    for (std::size_t i = 0; i < kLanes; ++i) r[i] = t[i];
+}
+
+__mmask16 first_lanes(std::size_t n) { return n >= kLanes ? __mmask16(0xffff) : __mmask16((1u << n) - 1); }
+
+// WP (KC, 48) := W[0:COLS, 0:KC]ᵀ, W (out, in) at LDW, zeros past COLS: 16 × 16 blocks transposed.
+void pack_panel_transposed(const float* w, std::size_t ldw, std::size_t kc, std::size_t cols, float* wp) {
+    for (std::size_t c = 0; c < kPanelCols; c += kLanes)
+        for (std::size_t k = 0; k < kc; k += kLanes) {
+            const __mmask16 km = first_lanes(kc - k);
+            __m512 block[kLanes];  // block[i]: W[c + i, k .. k + 15]
+            for (std::size_t i = 0; i < kLanes; ++i)
+                block[i] = c + i < cols ? _mm512_maskz_loadu_ps(km, w + (c + i) * ldw + k) : _mm512_setzero_ps();
+            transpose16(block);
+            for (std::size_t i = 0; i < std::min(kLanes, kc - k); ++i) _mm512_storeu_ps(wp + (k + i) * kPanelCols + c, block[i]);
+        }
+}
+
+// Lines of memory, LINES a row of ROWS rows at STRIDE floats from BASE: a panel of W to fetch into L2.
+struct Lines {
+    const float* base = nullptr;
+    std::size_t rows = 0, stride = 0, bytes = 0;
+
+    // Fetches rows [rows · PART / PARTS, rows · (PART + 1) / PARTS).
+    void fetch(std::size_t part, std::size_t parts) const {
+        for (std::size_t r = rows * part / parts; r < rows * (part + 1) / parts; ++r) {
+            const char* row = reinterpret_cast<const char*>(base + r * stride);
+            for (std::size_t b = 0; b < bytes + 63; b += 64) _mm_prefetch(row + b, _MM_HINT_T1);
+        }
+    }
+};
+
+// The order panels are packed in: chunks of kChunkCols columns of Y, in each blocks of kPanelK
+// k, in each panels of 48 columns.
+struct PanelOrder {
+    std::size_t in, out;
+    bool conv1d;
+
+    // The panel after (K0, N) in chunk N0, as (k0, n, n0); n == out past the last.
+    void next(std::size_t& k0, std::size_t& n, std::size_t& n0) const {
+        n += kPanelCols;
+        if (n < std::min(out, n0 + kChunkCols)) return;
+        n = n0, k0 += kPanelK;
+        if (k0 < in) return;
+        k0 = 0, n0 += kChunkCols, n = n0;
+    }
+    // The lines of W (at LDW) that panel (K0, N) packs.
+    Lines lines(const float* w, std::size_t ldw, std::size_t k0, std::size_t n) const {
+        if (n >= out) return {};
+        const std::size_t kc = std::min(kPanelK, in - k0), cols = std::min(kPanelCols, out - n);
+        if (conv1d) return {w + k0 * ldw + n, kc, ldw, cols * sizeof(float)};
+        return {w + n * ldw + k0, cols, ldw, kc * sizeof(float)};
+    }
+};
+
+// Y (ROWS, OUT) := X · Wᵀ + beta · Y, W (OUT, IN) at LDW or with CONV1D (IN, OUT): by chunks of Y's
+// columns, in each by blocks of kPanelK k, each cut in panels of 48 columns packed into L1 and used
+// by all the rows, the next panel's lines fetched into L2 while one is used.
+void product_panels(const float* x, std::size_t ldx, std::size_t rows, std::size_t in, const float* w,
+                    std::size_t ldw, bool conv1d, std::size_t out, float beta, float* y, std::size_t ldy) {
+    alignas(64) static thread_local float panel[kPanelK * kPanelCols];  // (kPanelK, 48)
+    const PanelOrder order{in, out, conv1d};
+    const std::size_t tiles = (rows + kTileRows - 1) / kTileRows;
+    for (std::size_t k0 = 0, n = 0, n0 = 0; n < out; order.next(k0, n, n0)) {
+        const std::size_t kc = std::min(kPanelK, in - k0), cols = std::min(kPanelCols, out - n);
+        const std::size_t nv = std::max<std::size_t>((cols + kLanes - 1) / kLanes, 1), tail = cols - (nv - 1) * kLanes;
+        const __mmask16 last = tail == kLanes ? __mmask16(0xffff) : __mmask16((1u << tail) - 1);
+        if (conv1d) pack_panel(w + k0 * ldw + n, ldw, kc, cols, panel);
+        else pack_panel_transposed(w + n * ldw + k0, ldw, kc, cols, panel);
+        std::size_t k1 = k0, n1 = n, n01 = n0;
+        order.next(k1, n1, n01);
+        const Lines ahead = order.lines(w, ldw, k1, n1);
+        const float b = k0 == 0 ? beta : 1.0f;  // later blocks add to the sums so far
+        for (std::size_t t = 0; t < tiles; ++t) {
+            const std::size_t r = t * kTileRows, nr = std::min(kTileRows, rows - r);
+            ahead.fetch(t, tiles);
+            kColsTiles[nr - 1][nv - 1](x + r * ldx + k0, ldx, kc, panel, last, b, y + r * ldy + n, ldy);
+        }
+    }
+}
+
+}  // namespace
+
+void product_avx512(const float* x, std::size_t ldx, std::size_t rows, std::size_t in, const float* w,
+                    std::size_t ldw, bool conv1d, std::size_t out, float beta, float* y, std::size_t ldy) {
+    product_panels(x, ldx, rows, in, w, ldw, conv1d, out, beta, y, ldy);
+}
+
+}  // namespace attntrace::weight_kernels
+#endif

@@ -1,0 +1,91 @@
+// weight_product (lib/tensor/weight_gemm.cpp and _avx512.cpp) against a float64 triple loop: both
+// weight layouts ((out, in) and GPT-2's Conv1D (in, out)), rows 1 .. 300 and out / in that are not
+// multiples of the tiles (16-row vectors, 48-column panels, blocks of 128 k), leading dimensions
+// wider than the rows, beta 0 (Y not read: a NaN there is overwritten) and 1; and the switch to
+// OpenBLAS (weight_product declines, the caller runs gemm). Skipped where the CPU has no AVX-512F.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "attntrace/tensor/errors.hpp"
+#include "attntrace/tensor/weight_gemm.hpp"
+
+namespace {
+
+using attntrace::WeightGemm;
+
+bool cpu_has_avx512() {
+    try {
+        attntrace::set_weight_gemm(WeightGemm::avx512);
+        return true;
+    } catch (const attntrace::UsageError&) {
+        return false;
+    }
+}
+
+// Y (rows, out) := X (rows, in) · Wᵀ + beta · Y against float64 sums: within 1e-5 relative to
+// Σ |x w| (float32 sums of `in` products, each rounded, in any order).
+void check_product(std::size_t rows, std::size_t in, std::size_t out, bool conv1d, float beta) {
+    std::mt19937 rng(static_cast<unsigned>(rows * 131 + in * 17 + out * 3 + conv1d));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const std::size_t ldx = in + 3, ldw = (conv1d ? out : in) + 5, ldy = out + 7;
+    std::vector<float> x(rows * ldx), w((conv1d ? in : out) * ldw), y(rows * ldy);  // X (rows, in), W, Y (rows, out)
+    for (auto& v : x) v = u(rng);
+    for (auto& v : w) v = u(rng);
+    for (auto& v : y) v = beta == 0.0f ? std::numeric_limits<float>::quiet_NaN() : u(rng);
+    const std::vector<float> y0 = y;
+    REQUIRE(attntrace::weight_product(x.data(), ldx, rows, in, w.data(), ldw, conv1d, out, beta, y.data(), ldy));
+    double worst = 0;
+    for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t n = 0; n < out; ++n) {
+            double ref = 0, size = 1e-30;
+            for (std::size_t k = 0; k < in; ++k) {
+                const double p = double(x[r * ldx + k]) * (conv1d ? w[k * ldw + n] : w[n * ldw + k]);
+                ref += p, size += std::fabs(p);
+            }
+            if (beta != 0.0f) ref += double(beta) * y0[r * ldy + n], size += std::fabs(y0[r * ldy + n]);
+            worst = std::max(worst, std::fabs(y[r * ldy + n] - ref) / size);
+        }
+    INFO("rows " << rows << " in " << in << " out " << out << (conv1d ? " conv1d" : " (out, in)") << " beta " << beta);
+    CHECK(worst < 1e-5);
+    for (std::size_t r = 0; r < rows; ++r)  // the padding past each row of Y untouched
+        for (std::size_t n = out; n < ldy; ++n)
+            if (!(std::isnan(y[r * ldy + n]) && std::isnan(y0[r * ldy + n])) && y[r * ldy + n] != y0[r * ldy + n])
+                FAIL("Y written past its columns at row " << r);
+}
+
+}  // namespace
+
+TEST_CASE("weight_product: both layouts, odd shapes, beta 0 and 1, against float64") {
+    if (!cpu_has_avx512()) return;
+    attntrace::set_weight_gemm(WeightGemm::avx512);
+    for (const bool conv1d : {false, true})
+        for (const float beta : {0.0f, 1.0f}) {
+            for (const std::size_t rows : {1, 7, 8, 15, 16, 17, 63, 64, 65, 129, 300})
+                check_product(rows, 37, 53, conv1d, beta);
+            for (const std::size_t out : {1, 15, 16, 17, 47, 48, 49, 100, 770, 800})
+                check_product(33, 130, out, conv1d, beta);
+            for (const std::size_t in : {0, 1, 16, 127, 128, 129, 257, 300})
+                check_product(20, in, 50, conv1d, beta);
+        }
+    check_product(256, 768, 2304, true, 1.0f);
+    check_product(256, 768, 200, false, 0.0f);
+    attntrace::set_weight_gemm(WeightGemm::best);
+}
+
+TEST_CASE("weight_product: ATTNTRACE_WEIGHT_GEMM=blas declines (gemm runs), best resolves for the CPU") {
+    attntrace::set_weight_gemm(WeightGemm::blas);
+    float x = 1, w = 2, y = 5;
+    CHECK_FALSE(attntrace::weight_product(&x, 1, 1, 1, &w, 1, false, 1, 0.0f, &y, 1));
+    CHECK(y == 5);
+    attntrace::set_weight_gemm(WeightGemm::best);
+    CHECK(attntrace::weight_gemm() == (cpu_has_avx512() ? WeightGemm::avx512 : WeightGemm::blas));
+    attntrace::set_weight_gemm(WeightGemm::best);
+    WeightGemm named{};
+    CHECK(attntrace::weight_gemm_named("blas", named));
+    CHECK(named == WeightGemm::blas);
+    CHECK_FALSE(attntrace::weight_gemm_named("fast", named));
+}
