@@ -3,10 +3,11 @@
 // columns (they stay in L2), in each by blocks of 128 k, each cut in panels of 48 columns: W's
 // panel (128 k × 48 columns) is copied into a 24 KB buffer that stays in L1 (a Conv1D W's rows
 // copied as they are, an (out, in) W's transposed 16 × 16 in registers) and used by every row of
-// X, 8 rows × 3 vectors a tile (24 accumulators, X[r, k] broadcast against W[k, n:n+48]); while a
-// panel is used, the next one's lines are fetched into L2, a slice before each tile, so the copy
-// reads from L2 what would otherwise be a wait on memory. Each weight is read from memory once per
-// product, with no pass over all of it before the products start (OpenBLAS's packing).
+// X, 8 rows × 3 vectors a tile (24 accumulators, X[r, k] broadcast against W[k, n:n+48]). Each
+// weight is read from memory once per product, 24 KB at a time, with no pass over all of it before
+// the products start (OpenBLAS's packing). (Fetching the next panel into L2 with prefetch
+// instructions while one is used was measured and made no difference: the hardware's prefetchers
+// already follow the panel's rows.)
 // Sums: k in blocks of 128 in order, within a block k in order, one fused multiply-add each.
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -64,15 +65,15 @@ constexpr auto cols_tiles(std::index_sequence<R...>, std::index_sequence<V...>) 
 }
 const auto kColsTiles = cols_tiles(std::make_index_sequence<kTileRows>{}, std::make_index_sequence<kTileColVectors>{});
 
+// The first N lanes of a vector (all 16 for N >= 16).
+__mmask16 first_lanes(std::size_t n) { return n >= kLanes ? __mmask16(0xffff) : __mmask16((1u << n) - 1); }
+
 // WP (KC, 48) := W[0:KC, 0:COLS] (at LDW), zeros past COLS.
 void pack_panel(const float* w, std::size_t ldw, std::size_t kc, std::size_t cols, float* wp) {
-    const __mmask16 all = 0xffff;
     for (std::size_t k = 0; k < kc; ++k)
-        for (std::size_t c = 0; c < kPanelCols; c += kLanes) {
-            const std::size_t n = cols > c ? std::min(kLanes, cols - c) : 0;
-            const __mmask16 m = n == kLanes ? all : __mmask16((1u << n) - 1);
-            _mm512_storeu_ps(wp + k * kPanelCols + c, _mm512_maskz_loadu_ps(m, w + k * ldw + c));
-        }
+        for (std::size_t c = 0; c < kPanelCols; c += kLanes)
+            _mm512_storeu_ps(wp + k * kPanelCols + c,
+                             _mm512_maskz_loadu_ps(first_lanes(cols > c ? cols - c : 0), w + k * ldw + c));
 }
 
 // R[16] := its transpose (R[i] lane j becomes R[j] lane i).
@@ -98,8 +99,6 @@ void transpose16(__m512 (&r)[kLanes]) {
     for (std::size_t i = 0; i < kLanes; ++i) r[i] = t[i];
 }
 
-__mmask16 first_lanes(std::size_t n) { return n >= kLanes ? __mmask16(0xffff) : __mmask16((1u << n) - 1); }
-
 // WP (KC, 48) := W[0:COLS, 0:KC]ᵀ, W (out, in) at LDW, zeros past COLS: 16 × 16 blocks transposed.
 void pack_panel_transposed(const float* w, std::size_t ldw, std::size_t kc, std::size_t cols, float* wp) {
     for (std::size_t c = 0; c < kPanelCols; c += kLanes)
@@ -113,67 +112,26 @@ void pack_panel_transposed(const float* w, std::size_t ldw, std::size_t kc, std:
         }
 }
 
-// Lines of memory, LINES a row of ROWS rows at STRIDE floats from BASE: a panel of W to fetch into L2.
-struct Lines {
-    const float* base = nullptr;
-    std::size_t rows = 0, stride = 0, bytes = 0;
-
-    // Fetches rows [rows · PART / PARTS, rows · (PART + 1) / PARTS).
-    void fetch(std::size_t part, std::size_t parts) const {
-        for (std::size_t r = rows * part / parts; r < rows * (part + 1) / parts; ++r) {
-            const char* row = reinterpret_cast<const char*>(base + r * stride);
-            for (std::size_t b = 0; b < bytes + 63; b += 64) _mm_prefetch(row + b, _MM_HINT_T1);
-        }
-    }
-};
-
-// The order panels are packed in: chunks of kChunkCols columns of Y, in each blocks of kPanelK
-// k, in each panels of 48 columns.
-struct PanelOrder {
-    std::size_t in, out;
-    bool conv1d;
-
-    // The panel after (K0, N) in chunk N0, as (k0, n, n0); n == out past the last.
-    void next(std::size_t& k0, std::size_t& n, std::size_t& n0) const {
-        n += kPanelCols;
-        if (n < std::min(out, n0 + kChunkCols)) return;
-        n = n0, k0 += kPanelK;
-        if (k0 < in) return;
-        k0 = 0, n0 += kChunkCols, n = n0;
-    }
-    // The lines of W (at LDW) that panel (K0, N) packs.
-    Lines lines(const float* w, std::size_t ldw, std::size_t k0, std::size_t n) const {
-        if (n >= out) return {};
-        const std::size_t kc = std::min(kPanelK, in - k0), cols = std::min(kPanelCols, out - n);
-        if (conv1d) return {w + k0 * ldw + n, kc, ldw, cols * sizeof(float)};
-        return {w + n * ldw + k0, cols, ldw, kc * sizeof(float)};
-    }
-};
-
 // Y (ROWS, OUT) := X · Wᵀ + beta · Y, W (OUT, IN) at LDW or with CONV1D (IN, OUT): by chunks of Y's
 // columns, in each by blocks of kPanelK k, each cut in panels of 48 columns packed into L1 and used
-// by all the rows, the next panel's lines fetched into L2 while one is used.
+// by all the rows.
 void product_panels(const float* x, std::size_t ldx, std::size_t rows, std::size_t in, const float* w,
                     std::size_t ldw, bool conv1d, std::size_t out, float beta, float* y, std::size_t ldy) {
     alignas(64) static thread_local float panel[kPanelK * kPanelCols];  // (kPanelK, 48)
-    const PanelOrder order{in, out, conv1d};
-    const std::size_t tiles = (rows + kTileRows - 1) / kTileRows;
-    for (std::size_t k0 = 0, n = 0, n0 = 0; n < out; order.next(k0, n, n0)) {
-        const std::size_t kc = std::min(kPanelK, in - k0), cols = std::min(kPanelCols, out - n);
-        const std::size_t nv = std::max<std::size_t>((cols + kLanes - 1) / kLanes, 1), tail = cols - (nv - 1) * kLanes;
-        const __mmask16 last = tail == kLanes ? __mmask16(0xffff) : __mmask16((1u << tail) - 1);
-        if (conv1d) pack_panel(w + k0 * ldw + n, ldw, kc, cols, panel);
-        else pack_panel_transposed(w + n * ldw + k0, ldw, kc, cols, panel);
-        std::size_t k1 = k0, n1 = n, n01 = n0;
-        order.next(k1, n1, n01);
-        const Lines ahead = order.lines(w, ldw, k1, n1);
-        const float b = k0 == 0 ? beta : 1.0f;  // later blocks add to the sums so far
-        for (std::size_t t = 0; t < tiles; ++t) {
-            const std::size_t r = t * kTileRows, nr = std::min(kTileRows, rows - r);
-            ahead.fetch(t, tiles);
-            kColsTiles[nr - 1][nv - 1](x + r * ldx + k0, ldx, kc, panel, last, b, y + r * ldy + n, ldy);
+    for (std::size_t n0 = 0; n0 < out; n0 += kChunkCols)
+        for (std::size_t k0 = 0; k0 < std::max<std::size_t>(in, 1); k0 += kPanelK) {
+            const std::size_t kc = std::min(kPanelK, in - k0);
+            const float b = k0 == 0 ? beta : 1.0f;  // later blocks add to the sums so far
+            for (std::size_t n = n0; n < std::min(out, n0 + kChunkCols); n += kPanelCols) {
+                const std::size_t cols = std::min(kPanelCols, out - n), nv = (cols + kLanes - 1) / kLanes;
+                const __mmask16 last = first_lanes(cols - (nv - 1) * kLanes);
+                if (conv1d) pack_panel(w + k0 * ldw + n, ldw, kc, cols, panel);
+                else pack_panel_transposed(w + n * ldw + k0, ldw, kc, cols, panel);
+                for (std::size_t r = 0; r < rows; r += kTileRows)
+                    kColsTiles[std::min(kTileRows, rows - r) - 1][nv - 1](x + r * ldx + k0, ldx, kc, panel, last, b,
+                                                                          y + r * ldy + n, ldy);
+            }
         }
-    }
 }
 
 }  // namespace
