@@ -1,6 +1,6 @@
 // weight_product (lib/tensor/weight_gemm.cpp and _avx512.cpp) against a float64 triple loop: both
 // weight layouts ((out, in) and GPT-2's Conv1D (in, out)), rows 1 .. 300 and out / in that are not
-// multiples of the tiles (16-row vectors, 48-column panels, blocks of 128 k), leading dimensions
+// multiples of the tiles (16-row vectors, 48-column panels, blocks of 192 k, chunks of 768 columns), leading dimensions
 // wider than the rows, beta 0 (Y not read: a NaN there is overwritten) and 1; and the switch to
 // OpenBLAS (weight_product declines, the caller runs gemm). Skipped where the CPU has no AVX-512F.
 #include <doctest/doctest.h>
@@ -68,7 +68,7 @@ TEST_CASE("weight_product: both layouts, odd shapes, beta 0 and 1, against float
                 check_product(rows, 37, 53, conv1d, beta);
             for (const std::size_t out : {1, 15, 16, 17, 47, 48, 49, 100, 770, 800})
                 check_product(33, 130, out, conv1d, beta);
-            for (const std::size_t in : {0, 1, 16, 127, 128, 129, 257, 300})
+            for (const std::size_t in : {0, 1, 16, 127, 128, 191, 192, 193, 385, 400})
                 check_product(20, in, 50, conv1d, beta);
         }
     check_product(256, 768, 2304, true, 1.0f);
