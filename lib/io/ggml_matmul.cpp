@@ -207,13 +207,15 @@ bool wants_tiles(const QuantizedActs& acts) { return acts.m >= ggml::amx_group &
 
 // Row J of ACTS (quantized, its d and s set) copied into ACTS' tiles.
 void tile_row(QuantizedActs& acts, std::size_t j) {
-    const std::size_t pieces = acts.k / ggml::qk, per = acts.block / ggml::qk;  // 32-element pieces; per block
+    const std::size_t pieces = acts.k / ggml::qk, per = acts.block == ggml::qk ? 0 : 3;  // 32-element pieces; log2 of those per block
     const std::size_t blocks = acts.k / acts.block, head = acts.dot_type == ggml_q8_0 ? 2 : 4;
     const std::size_t g = j / ggml::amx_group, r = j % ggml::amx_group;
     const std::uint8_t* row = acts.bytes.data() + j * acts.row_bytes;
+    const std::size_t wide = acts.tile_k == ggml::qk ? 0 : 1;  // log2 of the pieces in a tile row
+    std::int8_t* group = acts.tiles.data() + g * pieces * ggml::amx_group * ggml::qk;
     for (std::size_t u = 0; u < pieces; ++u)
-        std::memcpy(acts.tiles.data() + ((g * pieces + u) * ggml::amx_group + r) * ggml::qk,
-                    row + u / per * acts.block_bytes + head + u % per * ggml::qk, ggml::qk);
+        std::memcpy(group + ((u >> wide) * ggml::amx_group + r) * acts.tile_k + (u & wide) * ggml::qk,
+                    row + (u >> per) * acts.block_bytes + head + (u & ((1u << per) - 1)) * ggml::qk, ggml::qk);
     for (std::size_t b = 0; b < blocks; ++b) {
         const std::size_t at = (g * blocks + b) * ggml::amx_group + r;
         acts.tile_d[at] = acts.d[j * blocks + b];
@@ -231,6 +233,7 @@ QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, s
     acts.block = small ? ggml::qk : ggml::qk_k;
     const std::size_t blocks = k / acts.block, head = acts.dot_type == ggml_q8_0 ? 2 : 4;
     acts.block_bytes = ggml_block_bytes(acts.dot_type);
+    acts.tile_k = small ? ggml::qk : 2 * ggml::qk;  // q8_K: tile_amx's K4 tiles
     acts.row_bytes = blocks * acts.block_bytes;
     acts.bytes.resize(m * acts.row_bytes);
     acts.d.resize(m * blocks);
@@ -320,7 +323,7 @@ QuantizedRows QuantizedRows::range(std::size_t r0, std::size_t r1) const {
     const QuantizedActs& a = *view_;
     auto view = std::make_shared<QuantizedActs>();
     view->dot_type = a.dot_type, view->m = r1 - r0, view->k = a.k, view->row_bytes = a.row_bytes;
-    view->block = a.block, view->block_bytes = a.block_bytes;
+    view->block = a.block, view->block_bytes = a.block_bytes, view->tile_k = a.tile_k;
     const std::size_t blocks = a.k / a.block, sums = a.dot_type == ggml_q8_K ? blocks * 16 : blocks;
     view->bytes_at = a.bytes_at + r0 * a.row_bytes, view->d_at = a.d_at + r0 * blocks;
     view->sums_at = a.sums_at + r0 * sums, view->s_at = a.dot_type == ggml_q8_1 ? a.s_at + r0 * blocks : a.s_at;
@@ -461,17 +464,30 @@ void multiply(std::uint32_t type, std::string_view w, std::size_t n, std::size_t
                                                                 : nullptr;
     if (simd)
         for (auto& pack : packs)
-            pack.resize(kernel == GemmKernel::avx2 ? ggml::tile_avx2_bytes(type, k)
-                                                   : ggml::tile_avx512_vnni_bytes(type, k) * (tile / 16));
+            pack.resize(kernel == GemmKernel::avx2  ? ggml::tile_avx2_bytes(type, k)
+                        : kernel == GemmKernel::amx ? ggml::tile_amx_bytes(type, k)
+                                                    : ggml::tile_avx512_vnni_bytes(type, k));
 #else
     const ggml::TileFn simd = nullptr;
 #endif
-    parallel_for((n + tile - 1) / tile, workers, [&](std::size_t t, std::size_t worker) {
-        const std::size_t i0 = t * tile, rows = std::min(tile, n - i0);
-        if (simd)
-            simd(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, ldo, packs[worker].data());
-        else
-            ggml::tile_scalar(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, ldo);
+    // Each worker claims its next task before it runs the one in hand, so that the kernel can ask
+    // for the next one's weights while it works (ggml::Ahead); the tasks still go to whichever
+    // worker is free. (The kernels do not throw.)
+    const std::size_t tasks = (n + tile - 1) / tile;
+    if (tasks == 0) return;
+    std::atomic<std::size_t> claimed{0};
+    run_workers(std::min(workers, tasks), [&](std::size_t worker) {
+        for (std::size_t t = claimed.fetch_add(1, std::memory_order_relaxed); t < tasks;) {
+            const std::size_t next = claimed.fetch_add(1, std::memory_order_relaxed);
+            const std::size_t i0 = t * tile, rows = std::min(tile, n - i0);
+            const ggml::Ahead ahead = next < tasks ? ggml::Ahead{bytes + next * tile * row_bytes, std::min(tile, n - next * tile) * row_bytes}
+                                                   : ggml::Ahead{};
+            if (simd)
+                simd(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, ldo, packs[worker].data(), ahead);
+            else
+                ggml::tile_scalar(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, ldo);
+            t = next;
+        }
     });
 }
 
