@@ -225,13 +225,38 @@ void tile_row(QuantizedActs& acts, std::size_t j) {
     }
 }
 
+// Row J of ACTS quantized from X (K floats), its blocks' d (and s) and quant sums (q8_K: bsums) set.
+void quantize_act_row(QuantizedActs& acts, const float* x, std::size_t j) {
+    const bool small = acts.dot_type != ggml_q8_K;
+    const std::size_t k = acts.k, blocks = k / acts.block, head = acts.dot_type == ggml_q8_0 ? 2 : 4;
+    std::uint8_t* row = acts.bytes.data() + j * acts.row_bytes;
+    if (acts.dot_type == ggml_q8_0) quantize_row_q8_0(x, row, k);
+    else if (acts.dot_type == ggml_q8_1) quantize_row_q8_1(x, row, k);
+    else quantize_row_q8_K(x, row, k);
+    for (std::size_t b = 0; b < blocks; ++b) {
+        const std::uint8_t* block = row + b * acts.block_bytes;
+        if (small) {
+            acts.d[j * blocks + b] = ggml::fp16(block);
+            if (acts.dot_type == ggml_q8_1) acts.s[j * blocks + b] = ggml::fp16(block + 2);
+            std::int32_t sum = 0;
+            for (std::size_t l = 0; l < ggml::qk; ++l) sum += static_cast<std::int8_t>(block[head + l]);
+            acts.sums[j * blocks + b] = sum;
+        } else {
+            std::memcpy(&acts.d[j * blocks + b], block, 4);
+            std::int16_t bsums[16];
+            std::memcpy(bsums, block + head + ggml::qk_k, sizeof bsums);
+            std::copy(bsums, bsums + 16, acts.sums.begin() + static_cast<std::ptrdiff_t>((j * blocks + b) * 16));
+        }
+    }
+}
+
 QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, std::size_t k, std::size_t threads = 1) {
     QuantizedActs acts;
     acts.dot_type = quantized_dot_type(type);
     const bool small = acts.dot_type != ggml_q8_K;  // blocks of 32: q8_0 (fp16 d), q8_1 (fp16 d, s)
     acts.m = m, acts.k = k;
     acts.block = small ? ggml::qk : ggml::qk_k;
-    const std::size_t blocks = k / acts.block, head = acts.dot_type == ggml_q8_0 ? 2 : 4;
+    const std::size_t blocks = k / acts.block;
     acts.block_bytes = ggml_block_bytes(acts.dot_type);
     acts.tile_k = small ? ggml::qk : 2 * ggml::qk;  // q8_K: tile_amx's K4 tiles
     acts.row_bytes = blocks * acts.block_bytes;
@@ -247,27 +272,12 @@ QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, s
         acts.tile_s.resize(acts.s.empty() ? 0 : padded * blocks);
         acts.tile_bsums.resize(small ? 0 : padded * blocks * 16);
     }
-    parallel_for(m, threads, [&](std::size_t j, std::size_t) {
-        std::uint8_t* row = acts.bytes.data() + j * acts.row_bytes;
-        if (acts.dot_type == ggml_q8_0) quantize_row_q8_0(a + j * k, row, k);
-        else if (acts.dot_type == ggml_q8_1) quantize_row_q8_1(a + j * k, row, k);
-        else quantize_row_q8_K(a + j * k, row, k);
-        for (std::size_t b = 0; b < blocks; ++b) {
-            const std::uint8_t* block = row + b * acts.block_bytes;
-            if (small) {
-                acts.d[j * blocks + b] = ggml::fp16(block);
-                if (acts.dot_type == ggml_q8_1) acts.s[j * blocks + b] = ggml::fp16(block + 2);
-                std::int32_t sum = 0;
-                for (std::size_t l = 0; l < ggml::qk; ++l) sum += static_cast<std::int8_t>(block[head + l]);
-                acts.sums[j * blocks + b] = sum;
-            } else {
-                std::memcpy(&acts.d[j * blocks + b], block, 4);
-                std::int16_t bsums[16];
-                std::memcpy(bsums, block + head + ggml::qk_k, sizeof bsums);
-                std::copy(bsums, bsums + 16, acts.sums.begin() + static_cast<std::ptrdiff_t>((j * blocks + b) * 16));
-            }
+    // a group of 16 rows a task (a task a row spent half its time on the shared task counter)
+    parallel_for((m + ggml::amx_group - 1) / ggml::amx_group, threads, [&](std::size_t g, std::size_t) {
+        for (std::size_t j = g * ggml::amx_group; j < std::min(m, (g + 1) * ggml::amx_group); ++j) {
+            quantize_act_row(acts, a + j * k, j);
+            if (tiled) tile_row(acts, j);
         }
-        if (tiled) tile_row(acts, j);
     });
     acts.bytes_at = acts.bytes.data(), acts.d_at = acts.d.data(), acts.sums_at = acts.sums.data();
     acts.s_at = acts.s.data();
@@ -456,19 +466,18 @@ void multiply(std::uint32_t type, std::string_view w, std::size_t n, std::size_t
     const GemmKernel kernel = gemm_kernel();
     const std::size_t tile = kernel == GemmKernel::amx ? 32 : 16;  // AMX: two B tiles a task (tile_amx)
     const std::size_t workers = std::max<std::size_t>(threads, 1);
-    std::vector<std::vector<std::uint8_t>> packs(workers);
 #if ATTNTRACE_GGML_X86
     const ggml::TileFn simd = kernel == GemmKernel::amx           ? ggml::tile_amx
                             : kernel == GemmKernel::avx512_vnni ? ggml::tile_avx512_vnni
                             : kernel == GemmKernel::avx2        ? ggml::tile_avx2
                                                                 : nullptr;
-    if (simd)
-        for (auto& pack : packs)
-            pack.resize(kernel == GemmKernel::avx2  ? ggml::tile_avx2_bytes(type, k)
-                        : kernel == GemmKernel::amx ? ggml::tile_amx_bytes(type, k)
-                                                    : ggml::tile_avx512_vnni_bytes(type, k));
+    const std::size_t pack_bytes = !simd                         ? 0
+                                 : kernel == GemmKernel::avx2 ? ggml::tile_avx2_bytes(type, k)
+                                 : kernel == GemmKernel::amx  ? ggml::tile_amx_bytes(type, k)
+                                                              : ggml::tile_avx512_vnni_bytes(type, k);
 #else
     const ggml::TileFn simd = nullptr;
+    const std::size_t pack_bytes = 0;
 #endif
     // Each worker claims its next task before it runs the one in hand, so that the kernel can ask
     // for the next one's weights while it works (ggml::Ahead); the tasks still go to whichever
@@ -476,14 +485,18 @@ void multiply(std::uint32_t type, std::string_view w, std::size_t n, std::size_t
     const std::size_t tasks = (n + tile - 1) / tile;
     if (tasks == 0) return;
     std::atomic<std::size_t> claimed{0};
-    run_workers(std::min(workers, tasks), [&](std::size_t worker) {
+    run_workers(std::min(workers, tasks), [&](std::size_t) {
+        // the thread's packing buffer, kept from product to product (not cleared: the packs write
+        // every byte the kernels read)
+        thread_local std::vector<std::uint8_t> pack;
+        if (pack.size() < pack_bytes) pack.resize(pack_bytes);
         for (std::size_t t = claimed.fetch_add(1, std::memory_order_relaxed); t < tasks;) {
             const std::size_t next = claimed.fetch_add(1, std::memory_order_relaxed);
             const std::size_t i0 = t * tile, rows = std::min(tile, n - i0);
             const ggml::Ahead ahead = next < tasks ? ggml::Ahead{bytes + next * tile * row_bytes, std::min(tile, n - next * tile) * row_bytes}
                                                    : ggml::Ahead{};
             if (simd)
-                simd(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, ldo, packs[worker].data(), ahead);
+                simd(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, ldo, pack.data(), ahead);
             else
                 ggml::tile_scalar(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, ldo);
             t = next;
