@@ -207,13 +207,15 @@ bool wants_tiles(const QuantizedActs& acts) { return acts.m >= ggml::amx_group &
 
 // Row J of ACTS (quantized, its d and s set) copied into ACTS' tiles.
 void tile_row(QuantizedActs& acts, std::size_t j) {
-    const std::size_t pieces = acts.k / ggml::qk, per = acts.block / ggml::qk;  // 32-element pieces; per block
+    const std::size_t pieces = acts.k / ggml::qk, per = acts.block == ggml::qk ? 0 : 3;  // 32-element pieces; log2 of those per block
     const std::size_t blocks = acts.k / acts.block, head = acts.dot_type == ggml_q8_0 ? 2 : 4;
     const std::size_t g = j / ggml::amx_group, r = j % ggml::amx_group;
     const std::uint8_t* row = acts.bytes.data() + j * acts.row_bytes;
+    const std::size_t wide = acts.tile_k == ggml::qk ? 0 : 1;  // log2 of the pieces in a tile row
+    std::int8_t* group = acts.tiles.data() + g * pieces * ggml::amx_group * ggml::qk;
     for (std::size_t u = 0; u < pieces; ++u)
-        std::memcpy(acts.tiles.data() + ((g * pieces + u) * ggml::amx_group + r) * ggml::qk,
-                    row + u / per * acts.block_bytes + head + u % per * ggml::qk, ggml::qk);
+        std::memcpy(group + ((u >> wide) * ggml::amx_group + r) * acts.tile_k + (u & wide) * ggml::qk,
+                    row + (u >> per) * acts.block_bytes + head + (u & ((1u << per) - 1)) * ggml::qk, ggml::qk);
     for (std::size_t b = 0; b < blocks; ++b) {
         const std::size_t at = (g * blocks + b) * ggml::amx_group + r;
         acts.tile_d[at] = acts.d[j * blocks + b];
@@ -223,14 +225,40 @@ void tile_row(QuantizedActs& acts, std::size_t j) {
     }
 }
 
+// Row J of ACTS quantized from X (K floats), its blocks' d (and s) and quant sums (q8_K: bsums) set.
+void quantize_act_row(QuantizedActs& acts, const float* x, std::size_t j) {
+    const bool small = acts.dot_type != ggml_q8_K;
+    const std::size_t k = acts.k, blocks = k / acts.block, head = acts.dot_type == ggml_q8_0 ? 2 : 4;
+    std::uint8_t* row = acts.bytes.data() + j * acts.row_bytes;
+    if (acts.dot_type == ggml_q8_0) quantize_row_q8_0(x, row, k);
+    else if (acts.dot_type == ggml_q8_1) quantize_row_q8_1(x, row, k);
+    else quantize_row_q8_K(x, row, k);
+    for (std::size_t b = 0; b < blocks; ++b) {
+        const std::uint8_t* block = row + b * acts.block_bytes;
+        if (small) {
+            acts.d[j * blocks + b] = ggml::fp16(block);
+            if (acts.dot_type == ggml_q8_1) acts.s[j * blocks + b] = ggml::fp16(block + 2);
+            std::int32_t sum = 0;
+            for (std::size_t l = 0; l < ggml::qk; ++l) sum += static_cast<std::int8_t>(block[head + l]);
+            acts.sums[j * blocks + b] = sum;
+        } else {
+            std::memcpy(&acts.d[j * blocks + b], block, 4);
+            std::int16_t bsums[16];
+            std::memcpy(bsums, block + head + ggml::qk_k, sizeof bsums);
+            std::copy(bsums, bsums + 16, acts.sums.begin() + static_cast<std::ptrdiff_t>((j * blocks + b) * 16));
+        }
+    }
+}
+
 QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, std::size_t k, std::size_t threads = 1) {
     QuantizedActs acts;
     acts.dot_type = quantized_dot_type(type);
     const bool small = acts.dot_type != ggml_q8_K;  // blocks of 32: q8_0 (fp16 d), q8_1 (fp16 d, s)
     acts.m = m, acts.k = k;
     acts.block = small ? ggml::qk : ggml::qk_k;
-    const std::size_t blocks = k / acts.block, head = acts.dot_type == ggml_q8_0 ? 2 : 4;
+    const std::size_t blocks = k / acts.block;
     acts.block_bytes = ggml_block_bytes(acts.dot_type);
+    acts.tile_k = small ? ggml::qk : 2 * ggml::qk;  // q8_K: tile_amx's K4 tiles
     acts.row_bytes = blocks * acts.block_bytes;
     acts.bytes.resize(m * acts.row_bytes);
     acts.d.resize(m * blocks);
@@ -244,27 +272,12 @@ QuantizedActs quantize_acts(std::uint32_t type, const float* a, std::size_t m, s
         acts.tile_s.resize(acts.s.empty() ? 0 : padded * blocks);
         acts.tile_bsums.resize(small ? 0 : padded * blocks * 16);
     }
-    parallel_for(m, threads, [&](std::size_t j, std::size_t) {
-        std::uint8_t* row = acts.bytes.data() + j * acts.row_bytes;
-        if (acts.dot_type == ggml_q8_0) quantize_row_q8_0(a + j * k, row, k);
-        else if (acts.dot_type == ggml_q8_1) quantize_row_q8_1(a + j * k, row, k);
-        else quantize_row_q8_K(a + j * k, row, k);
-        for (std::size_t b = 0; b < blocks; ++b) {
-            const std::uint8_t* block = row + b * acts.block_bytes;
-            if (small) {
-                acts.d[j * blocks + b] = ggml::fp16(block);
-                if (acts.dot_type == ggml_q8_1) acts.s[j * blocks + b] = ggml::fp16(block + 2);
-                std::int32_t sum = 0;
-                for (std::size_t l = 0; l < ggml::qk; ++l) sum += static_cast<std::int8_t>(block[head + l]);
-                acts.sums[j * blocks + b] = sum;
-            } else {
-                std::memcpy(&acts.d[j * blocks + b], block, 4);
-                std::int16_t bsums[16];
-                std::memcpy(bsums, block + head + ggml::qk_k, sizeof bsums);
-                std::copy(bsums, bsums + 16, acts.sums.begin() + static_cast<std::ptrdiff_t>((j * blocks + b) * 16));
-            }
+    // a group of 16 rows a task (a task a row spent half its time on the shared task counter)
+    parallel_for((m + ggml::amx_group - 1) / ggml::amx_group, threads, [&](std::size_t g, std::size_t) {
+        for (std::size_t j = g * ggml::amx_group; j < std::min(m, (g + 1) * ggml::amx_group); ++j) {
+            quantize_act_row(acts, a + j * k, j);
+            if (tiled) tile_row(acts, j);
         }
-        if (tiled) tile_row(acts, j);
     });
     acts.bytes_at = acts.bytes.data(), acts.d_at = acts.d.data(), acts.sums_at = acts.sums.data();
     acts.s_at = acts.s.data();
@@ -320,7 +333,7 @@ QuantizedRows QuantizedRows::range(std::size_t r0, std::size_t r1) const {
     const QuantizedActs& a = *view_;
     auto view = std::make_shared<QuantizedActs>();
     view->dot_type = a.dot_type, view->m = r1 - r0, view->k = a.k, view->row_bytes = a.row_bytes;
-    view->block = a.block, view->block_bytes = a.block_bytes;
+    view->block = a.block, view->block_bytes = a.block_bytes, view->tile_k = a.tile_k;
     const std::size_t blocks = a.k / a.block, sums = a.dot_type == ggml_q8_K ? blocks * 16 : blocks;
     view->bytes_at = a.bytes_at + r0 * a.row_bytes, view->d_at = a.d_at + r0 * blocks;
     view->sums_at = a.sums_at + r0 * sums, view->s_at = a.dot_type == ggml_q8_1 ? a.s_at + r0 * blocks : a.s_at;
@@ -453,25 +466,41 @@ void multiply(std::uint32_t type, std::string_view w, std::size_t n, std::size_t
     const GemmKernel kernel = gemm_kernel();
     const std::size_t tile = kernel == GemmKernel::amx ? 32 : 16;  // AMX: two B tiles a task (tile_amx)
     const std::size_t workers = std::max<std::size_t>(threads, 1);
-    std::vector<std::vector<std::uint8_t>> packs(workers);
 #if ATTNTRACE_GGML_X86
     const ggml::TileFn simd = kernel == GemmKernel::amx           ? ggml::tile_amx
                             : kernel == GemmKernel::avx512_vnni ? ggml::tile_avx512_vnni
                             : kernel == GemmKernel::avx2        ? ggml::tile_avx2
                                                                 : nullptr;
-    if (simd)
-        for (auto& pack : packs)
-            pack.resize(kernel == GemmKernel::avx2 ? ggml::tile_avx2_bytes(type, k)
-                                                   : ggml::tile_avx512_vnni_bytes(type, k) * (tile / 16));
+    const std::size_t pack_bytes = !simd                         ? 0
+                                 : kernel == GemmKernel::avx2 ? ggml::tile_avx2_bytes(type, k)
+                                 : kernel == GemmKernel::amx  ? ggml::tile_amx_bytes(type, k)
+                                                              : ggml::tile_avx512_vnni_bytes(type, k);
 #else
     const ggml::TileFn simd = nullptr;
+    const std::size_t pack_bytes = 0;
 #endif
-    parallel_for((n + tile - 1) / tile, workers, [&](std::size_t t, std::size_t worker) {
-        const std::size_t i0 = t * tile, rows = std::min(tile, n - i0);
-        if (simd)
-            simd(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, ldo, packs[worker].data());
-        else
-            ggml::tile_scalar(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, ldo);
+    // Each worker claims its next task before it runs the one in hand, so that the kernel can ask
+    // for the next one's weights while it works (ggml::Ahead); the tasks still go to whichever
+    // worker is free. (The kernels do not throw.)
+    const std::size_t tasks = (n + tile - 1) / tile;
+    if (tasks == 0) return;
+    std::atomic<std::size_t> claimed{0};
+    run_workers(std::min(workers, tasks), [&](std::size_t) {
+        // the thread's packing buffer, kept from product to product (not cleared: the packs write
+        // every byte the kernels read)
+        thread_local std::vector<std::uint8_t> pack;
+        if (pack.size() < pack_bytes) pack.resize(pack_bytes);
+        for (std::size_t t = claimed.fetch_add(1, std::memory_order_relaxed); t < tasks;) {
+            const std::size_t next = claimed.fetch_add(1, std::memory_order_relaxed);
+            const std::size_t i0 = t * tile, rows = std::min(tile, n - i0);
+            const ggml::Ahead ahead = next < tasks ? ggml::Ahead{bytes + next * tile * row_bytes, std::min(tile, n - next * tile) * row_bytes}
+                                                   : ggml::Ahead{};
+            if (simd)
+                simd(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, ldo, pack.data(), ahead);
+            else
+                ggml::tile_scalar(type, bytes + i0 * row_bytes, row_bytes, rows, acts, out + i0, ldo);
+            t = next;
+        }
     });
 }
 

@@ -54,7 +54,7 @@ struct Avx2 {
 std::size_t tile_avx2_bytes(std::uint32_t type, std::size_t k) { return tile_pack_bytes<Avx2>(type, k); }
 
 void tile_avx2(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,
-               const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack) {
+               const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack, Ahead) {
     tile<Avx2>(type, w, row_bytes, rows, acts, out, ldo, pack);
 }
 

@@ -35,6 +35,9 @@ struct QuantizedActs {
     // q8_K's sub-block of 32) is 512 contiguous bytes; each row's d per block (and q8_1's s) beside
     // them, (ceil(M / 16), K / BLOCK, 16); q8_K's bsums, (ceil(M / 16), K / 256, 16, 16) int16;
     // the rows past M zero. Null in a view of rows that does not start at a multiple of 16.
+    // q8_K's quants (for tile_amx's K4 tiles) are in tiles of 16 rows x 64 bytes instead, (ceil(M /
+    // 16), K / 64, 16, 64): TILE_K 64 (a sub-block of 32 is the left or right half of a tile row).
+    std::size_t tile_k = 32;
     std::vector<std::int8_t> tiles;
     std::vector<float> tile_d, tile_s;
     std::vector<std::int16_t> tile_bsums;
@@ -76,26 +79,35 @@ void q5_K_ints(const BlockQ5_K& x, KInts& out);
 void k_ints(std::uint32_t type, const std::uint8_t* w_row, std::size_t b, KInts& out);
 void q6_K_ints(const BlockQ6_K& x, KInts& out);
 
+// The weights of the task a worker runs after this one (null and 0 when none): a kernel may ask
+// them into L2 while it multiplies (tile_amx does), so that its next packing does not wait on memory.
+struct Ahead {
+    const std::uint8_t* bytes = nullptr;
+    std::size_t size = 0;
+};
+
 // A SIMD kernel's products of a tile (tile_avx512_vnni, tile_avx2 below).
 using TileFn = void (*)(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,
-                        const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack);
+                        const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack, Ahead ahead);
 
 // The bytes tile_avx512_vnni (tile_avx2) packs a tile of TYPE into, for rows of K elements.
 std::size_t tile_avx512_vnni_bytes(std::uint32_t type, std::size_t k);
 std::size_t tile_avx2_bytes(std::uint32_t type, std::size_t k);
+std::size_t tile_amx_bytes(std::uint32_t type, std::size_t k);  // (two halves of 16 rows)
 
 // Products OUT[j * LDO + i] for the weight rows i in [0, ROWS) at W (ROW_BYTES
 // apart) and every activation row j of ACTS; PACK is the worker's buffer of
 // tile_avx512_vnni_bytes. (The buffer is the caller's: nothing of the standard library's may be
 // instantiated in the AVX-512 file, lest the linker give a baseline file its AVX-512 copy.)
 void tile_avx512_vnni(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,
-                      const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack);
+                      const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack, Ahead ahead);
 // The same with AMX tiles for the 32-element types, q4_K and q5_K, ROWS <= 32 (two B tiles of
 // 16), ACTS in tiles of 16 rows (QuantizedActs::tiles; without them, and for q6_K, the AVX-512
-// VNNI kernel); its buffer is twice tile_avx512_vnni_bytes.
+// VNNI kernel); its buffer is tile_amx_bytes. AHEAD's bytes are asked into L2 a few
+// lines at each tile product (the VNNI and AVX2 kernels leave them).
 void tile_amx(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,
-              const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack);
+              const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack, Ahead ahead);
 void tile_avx2(std::uint32_t type, const std::uint8_t* w, std::size_t row_bytes, std::size_t rows,
-               const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack);
+               const QuantizedActs& acts, float* out, std::size_t ldo, std::uint8_t* pack, Ahead ahead);
 
 }  // namespace attntrace::ggml
