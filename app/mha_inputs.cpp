@@ -65,16 +65,18 @@ MhaInputs<T> load_mha_inputs(const MhaFlags& f, const AttentionRun<T>& run, std:
     const std::string key_path = c.key.empty() ? c.query : c.key;
     const std::string value_path = c.value.empty() ? key_path : c.value;
     attntrace::timeline_mark("inputs: read");
-    // Beside the query's read (it uses the read workers): the parameter file's, and with a query of
-    // 1 MiB or more OpenBLAS's load, which the projections would otherwise wait for (the run's
-    // serial start, docs/performance.md). Errors still come in the order of the reads below.
+    // Beside the query's read (it uses the read workers), with more than one thread: the parameter
+    // file's, and with a query of 1 MiB or more OpenBLAS's load, which the projections would
+    // otherwise wait for (the run's serial start, docs/performance.md). Errors still come in the
+    // order of the reads below.
+    const bool beside = attntrace::thread_count(c.threads) > 1;
     std::error_code no_size;
     const bool large = c.query != "-" && std::filesystem::file_size(c.query, no_size) >= (std::size_t{1} << 20);
     std::optional<attntrace::Alongside<void>> blas;
-    if (large) blas.emplace([] { attntrace::load_blas_now(); });
+    if (beside && large) blas.emplace([] { attntrace::load_blas_now(); });
     std::optional<attntrace::Alongside<ParamTensors<T>>> param_tensors;
     const auto params_kind = std::filesystem::status(f.params, no_size).type();  // not stdin, not a FIFO
-    if (own_params && (params_kind == std::filesystem::file_type::regular ||
+    if (beside && own_params && (params_kind == std::filesystem::file_type::regular ||
                        params_kind == std::filesystem::file_type::directory))
         param_tensors.emplace([path = f.params] { return attntrace::read_param_tensors<T>(path); });
     MhaInputs<T> in{attntrace::load_tensor<T>(c.query), {}, {}, value_path == key_path, {}, {}, {}};
