@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "attntrace/tensor/timeline.hpp"
 #include "attntrace/attention/pooled.hpp"
 #include "attntrace/io/file_bytes.hpp"
 #include "attntrace/pictures/report.hpp"
@@ -230,6 +231,7 @@ void AttentionRun<T>::check_budget(const Shape& plane_shape) const {
 template <class T>
 void AttentionRun<T>::finish(AttentionResult<T>& result, TraceContext context) const {
     progress_.reset();
+    timeline_mark("finish: committing the outputs");
     if (output_file_ && result.output_streamed)
         output_file_->commit();
     else if (!flags_.output.empty())
@@ -238,6 +240,7 @@ void AttentionRun<T>::finish(AttentionResult<T>& result, TraceContext context) c
         weights_file_->commit();
     else if (!flags_.attn_weights.empty() && result.weights)
         save_tensor(flags_.attn_weights, *result.weights, stdout_format(flags_.attn_weights));
+    timeline_mark("finish: outputs committed");
     nlohmann::json dumped = nlohmann::json::array();  // in command-line order
     for (const auto& [stage, file] : dumps_) {
         const auto* rec = recorder.find(stage);

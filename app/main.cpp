@@ -21,6 +21,7 @@
 #include "attntrace/attention/attention.hpp"
 #include "attntrace/io/atomic_output.hpp"
 #include "attntrace/io/atomic_write.hpp"
+#include "attntrace/tensor/timeline.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/io/file_bytes.hpp"
 #include "attntrace/io/ggml_matmul.hpp"
@@ -166,9 +167,17 @@ int main(int argc, char** argv) {
     // A replaced output's old data is freed by a helper after this process, not before it exits
     // (atomic_write.hpp): the run does not wait for the file system to release it.
     attntrace::defer_replaced_files(true);
+    const bool timeline = std::getenv("ATTNTRACE_TIMELINE") != nullptr;  // docs/performance.md
+    if (timeline) attntrace::enable_timeline();
     struct ReleaseAtExit {
-        ~ReleaseAtExit() { attntrace::release_replaced_files(); }
-    } release_at_exit;
+        bool timeline;
+        ~ReleaseAtExit() {
+            attntrace::timeline_mark("exit: releasing replaced files");
+            attntrace::release_replaced_files();
+            attntrace::timeline_mark("exit");
+            if (timeline) std::cerr << attntrace::timeline_text() << std::flush;
+        }
+    } release_at_exit{timeline};
 
     CLI::App app("attntrace: run and trace attention on tensor files (.npy, JSON), and read, convert, compare\n"
                  "and generate those files",

@@ -1,15 +1,28 @@
 #include "mha_inputs.hpp"
 
+#include <filesystem>
+#include <map>
+#include <system_error>
+
+#include "attntrace/tensor/timeline.hpp"
+#include "attntrace/attention/params_files.hpp"
 #include "attntrace/tensor/errors.hpp"
+#include "attntrace/tensor/gemm.hpp"
+#include "attntrace/tensor/threads.hpp"
 #include "flag_parsing.hpp"
 
 namespace {
 
 template <class T>
-attntrace::MhaParams<T> resolve_params(const MhaFlags& f, const attntrace::MhaDims& dims) {
+using ParamTensors = std::map<std::string, attntrace::Array<T>>;  // --params, name -> tensor
+
+template <class T>
+attntrace::MhaParams<T> resolve_params(const MhaFlags& f, const attntrace::MhaDims& dims,
+                                       attntrace::Alongside<ParamTensors<T>>* read) {
     if (!f.params.empty() && f.add_bias_kv)
         throw attntrace::UsageError("--add-bias-kv: only for the random init; with --params, bias_k and bias_v come "
                                     "from the file");
+    if (!f.params.empty() && read) return attntrace::load_mha_params<T>(read->get(), f.params, f.prefix, dims);
     if (!f.params.empty()) return attntrace::load_mha_params<T>(f.params, f.prefix, dims);
     const std::size_t h = dims.heads;
     attntrace::HeadSizes sizes;
@@ -51,7 +64,23 @@ MhaInputs<T> load_mha_inputs(const MhaFlags& f, const AttentionRun<T>& run, std:
     const auto& c = f.common;
     const std::string key_path = c.key.empty() ? c.query : c.key;
     const std::string value_path = c.value.empty() ? key_path : c.value;
+    attntrace::timeline_mark("inputs: read");
+    // Beside the query's read (it uses the read workers), with more than one thread: the parameter
+    // file's, and with a query of 1 MiB or more OpenBLAS's load, which the projections would
+    // otherwise wait for (the run's serial start, docs/performance.md). Errors still come in the
+    // order of the reads below.
+    const bool beside = attntrace::thread_count(c.threads) > 1;
+    std::error_code no_size;
+    const bool large = c.query != "-" && std::filesystem::file_size(c.query, no_size) >= (std::size_t{1} << 20);
+    std::optional<attntrace::Alongside<void>> blas;
+    if (beside && large) blas.emplace([] { attntrace::load_blas_now(); });
+    std::optional<attntrace::Alongside<ParamTensors<T>>> param_tensors;
+    const auto params_kind = std::filesystem::status(f.params, no_size).type();  // not stdin, not a FIFO
+    if (beside && own_params && (params_kind == std::filesystem::file_type::regular ||
+                       params_kind == std::filesystem::file_type::directory))
+        param_tensors.emplace([path = f.params] { return attntrace::read_param_tensors<T>(path); });
     MhaInputs<T> in{attntrace::load_tensor<T>(c.query), {}, {}, value_path == key_path, {}, {}, {}};
+    attntrace::timeline_mark("inputs: query read");
     if (key_path != c.query) in.key_file = attntrace::load_tensor<T>(key_path);
     if (value_path != key_path && value_path != c.query) in.value_file = attntrace::load_tensor<T>(value_path);
     run.load_attn_mask(in.masks);
@@ -65,7 +94,8 @@ MhaInputs<T> load_mha_inputs(const MhaFlags& f, const AttentionRun<T>& run, std:
         throw attntrace::UsageError("--kv-heads: " + std::to_string(in.dims.heads) + " query heads cannot share " +
                                     std::to_string(in.dims.kv_heads) + " kv heads (" + std::to_string(in.dims.heads) +
                                     " % " + std::to_string(in.dims.kv_heads) + " != 0)");
-    if (own_params) in.params = resolve_params<T>(f, in.dims);
+    if (own_params) in.params = resolve_params<T>(f, in.dims, param_tensors ? &*param_tensors : nullptr);
+    attntrace::timeline_mark("inputs: parameters read");
     return in;
 }
 

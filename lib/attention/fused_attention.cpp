@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "attntrace/tensor/timeline.hpp"
 #include "attntrace/tensor/buffer.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/tensor/threads.hpp"
@@ -127,6 +128,7 @@ public:
         std::call_once(s.once, [&] {
             const std::size_t keys = (hb_.lk + isa_.nr - 1) / isa_.nr * isa_.nr;
             s.k.resize(keys * hb_.p), s.v.resize(keys * pv_pad_);
+            timeline_mark("attention: packing a head's K, V");
             isa_.pack(hb_.k + hb_.k_off[n], hb_.ldk, hb_.v + hb_.v_off[n], hb_.ldv, hb_.lk, hb_.p, hb_.pv, pv_pad_,
                       s.k.data(), s.v.data());
             if (with_bad_) s.bad = nonfinite_values(hb_.v + hb_.v_off[n], hb_.ldv, hb_.lk, hb_.pv);
@@ -216,6 +218,7 @@ std::size_t attend_fused(const HeadBatch<float>& hb, const MaskPlan<float>& mask
         empty[worker] += isa.run(t);
         packs.release(n);
         if (progress) progress(++done, tasks);
+        if (task + threads >= tasks) timeline_mark("attention: a worker's last task done");
     });
     std::size_t total = 0;
     for (std::size_t e : empty) total += e;

@@ -7,6 +7,7 @@
 
 #include "attention_stages.hpp"
 #include "position_stages.hpp"
+#include "attntrace/tensor/timeline.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/attention/params_check.hpp"
 #include "attntrace/tensor/threads.hpp"
@@ -364,7 +365,9 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
     const T scale = options.scale ? T(*options.scale) : stages::default_scale<T>(s.p);
     result.scale = scale;
     Array<T> merged = Array<T>::from_shape({s.b, s.lq, s.h * s.pv});  // (B, Lq, H*Pv)
+    timeline_mark("mha: projections");
     Projected<T> projected = project(q_in, k_in, v_in, params, s, threads, rep);
+    timeline_mark("mha: projected");
     stages::HeadBatch<T> heads = split_heads(projected, s, merged, rep);
     stages::Kept<T> kept = stages::plan_kept(rep, options, s.plane());
     // positions: q/k rewritten in place in the projection buffers this call owns
@@ -375,12 +378,14 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
     const T softcap = stages::checked_softcap<T>(options);
     result.softcap = double(softcap);
     result.empty_rows = stages::attend(heads, plan, scale, softcap, kept, threads, options.progress);
+    timeline_mark("mha: attended");
     const bool fused = projected.fused;
     projected = {};  // peak memory: free q, k, v before W_o's output
     report_attention(rep, kept.report(), s.plane(), scale, softcap, plan.description, result.empty_rows);
     merge_heads(merged, s, rep);
     result.output = out_project(std::move(merged), params, config, s, threads, fused, rep, options.output_sink,
                                 result.output_streamed);
+    timeline_mark("mha: output projected");
     result.row_stats = std::move(kept.stats);
     if (kept.pooled) result.pooled = std::move(*kept.pooled).finish();  // (B, H, cells, cells)
     if (result.row_stats && !s.batched) result.row_stats->shape = {s.h, s.lq};

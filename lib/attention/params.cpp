@@ -47,7 +47,13 @@ Array<T> zeros(std::size_t n) {
 
 template <class T>
 MhaParams<T> load_mha_params(const std::string& path, const std::string& prefix, const MhaDims& dims) {
-    MhaParams<T> p = map_param_names(read_param_tensors<T>(path), path, prefix, dims);
+    return load_mha_params(read_param_tensors<T>(path), path, prefix, dims);
+}
+
+template <class T>
+MhaParams<T> load_mha_params(std::map<std::string, Array<T>> tensors, const std::string& path,
+                             const std::string& prefix, const MhaDims& dims) {
+    MhaParams<T> p = map_param_names(std::move(tensors), path, prefix, dims);
     check_mha_params(p, dims);
     return p;
 }
@@ -112,6 +118,8 @@ std::map<std::string, Array<T>> torch_state_dict(const MhaParams<T>& p) {
 
 #define ATTNTRACE_INSTANTIATE(T)                                                                                   \
     template MhaParams<T> load_mha_params<T>(const std::string&, const std::string&, const MhaDims&);            \
+    template MhaParams<T> load_mha_params<T>(std::map<std::string, Array<T>>, const std::string&,                 \
+                                             const std::string&, const MhaDims&);                               \
     template MhaParams<T> random_mha_params<T>(const MhaDims&, const HeadSizes&, bool, std::uint64_t);            \
     template std::map<std::string, Array<T>> torch_state_dict<T>(const MhaParams<T>&);
 ATTNTRACE_INSTANTIATE(float)

@@ -1,3 +1,4 @@
+#include "attntrace/tensor/timeline.hpp"
 #include "attntrace/tensor/gemm.hpp"
 
 #include <cblas.h>
@@ -91,7 +92,9 @@ const OpenBlas& blas() {
     static std::once_flag once;
     static OpenBlas loaded;
     std::call_once(once, [] {
+        timeline_mark("OpenBLAS: loading");
         loaded = load_blas();
+        timeline_mark("OpenBLAS: loaded");
         if (const int threads = pending_threads.load()) loaded.openblas_set_num_threads(threads);
         blas_loaded = true;
     });
@@ -130,6 +133,13 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, bla
     blas_for_this_thread().cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 }  // namespace
+
+void load_blas_now() noexcept {
+    try {
+        blas();
+    } catch (...) {  // call_once did not complete: the first product tries again and reports it
+    }
+}
 
 // Products of at most kSmallProduct multiply-adds (the seed notebooks' examples: a few rows of a
 // few columns) run as plain loops: loading OpenBLAS costs about 3 ms of symbol relocation, far

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -78,4 +79,25 @@ TEST_CASE("an exception in a task reaches parallel_for's caller, and the next ca
     std::atomic<std::size_t> sum{0};
     parallel_for(100, 4, [&](std::size_t t, std::size_t) { sum += t; });
     CHECK(sum.load() == 4950);
+}
+
+TEST_CASE("Alongside runs its work on another thread and hands back its result or its exception") {
+    const auto caller = std::this_thread::get_id();
+    Alongside<std::thread::id> where([] { return std::this_thread::get_id(); });
+    CHECK(where.get() != caller);
+
+    Alongside<int> failing([]() -> int { throw std::runtime_error("bad params"); });
+    CHECK_THROWS_WITH_AS(failing.get(), "bad params", std::runtime_error);
+
+    // never asked for: the destructor waits, so what the work refers to outlives it
+    std::atomic<int> done{0};
+    { Alongside<void> unread([&] { std::this_thread::sleep_for(std::chrono::milliseconds(20)), done = 1; }); }
+    CHECK(done.load() == 1);
+
+    // while a parallel_for runs on the kept workers, one from Alongside's thread runs on it alone
+    std::atomic<int> tasks{0};
+    Alongside<void> beside([&] { parallel_for(100, 4, [&](std::size_t, std::size_t) { ++tasks; }); });
+    parallel_for(100, 4, [&](std::size_t, std::size_t) { ++tasks; });
+    beside.get();
+    CHECK(tasks.load() == 200);
 }

@@ -101,6 +101,11 @@ struct HeadSizes {
 // "W_k.weight: shape (6, 5) but expected (6, 7) (G*P, Ek) with G=2, P=3, Ek=7".
 template <class T>
 MhaParams<T> load_mha_params(const std::string& path, const std::string& prefix, const MhaDims& dims);
+// The same on TENSORS already read from PATH (read_param_tensors, params_files.hpp): a run reads the
+// file while it reads its query, whose shape DIMS needs.
+template <class T>
+MhaParams<T> load_mha_params(std::map<std::string, Array<T>> tensors, const std::string& path,
+                             const std::string& prefix, const MhaDims& dims);
 
 // PyTorch's init for nn.MultiheadAttention, seeded: xavier-uniform projections
 // (U(-a, a), a = sqrt(6 / (fan_in + fan_out))) and zero biases, drawn with Rng(SEED) in the order

@@ -30,6 +30,12 @@ inline constexpr std::size_t kBlasBufferBytes = std::size_t{128} << 20;
 void set_blas_threads(std::size_t threads);
 std::size_t blas_threads();
 
+// Loads OpenBLAS now, on this thread, as the first product otherwise would (about 4 ms of dlopen
+// and symbol relocation on the Xeon of docs/performance.md): a run about to multiply large
+// matrices calls it on a thread of its own while it reads its inputs. A failure is left for the
+// first product to report.
+void load_blas_now() noexcept;
+
 // The cores this process may run on (its CPU affinity): the default thread count.
 std::size_t available_cores();
 

@@ -9,6 +9,9 @@
 #include <cstddef>
 #include <exception>
 #include <functional>
+#include <future>
+#include <system_error>
+#include <thread>
 
 namespace attntrace {
 
@@ -25,6 +28,39 @@ std::size_t thread_count(std::size_t requested);
 // from another thread while one runs, runs on its calling thread alone (returns 1). WORK must not
 // throw.
 std::size_t run_workers(std::size_t threads, const std::function<void(std::size_t)>& work);
+
+// Alongside<R>: WORK runs on a thread of its own, started by the constructor, while the caller goes
+// on (reading one input file while another is read); get() waits for it and returns its result or
+// rethrows its exception. When no thread can be started, get() runs WORK itself. The destructor
+// waits for a started WORK, so nothing it refers to goes away under it.
+template <class R>
+class Alongside {
+public:
+    explicit Alongside(std::function<R()> work) : task_(std::move(work)), result_(task_.get_future()) {
+        try {
+            thread_ = std::thread(std::ref(task_));
+        } catch (const std::system_error&) {  // no thread (ulimit -u): get() runs it
+        }
+    }
+    Alongside(const Alongside&) = delete;
+    Alongside& operator=(const Alongside&) = delete;
+    ~Alongside() {
+        if (thread_.joinable()) thread_.join();
+    }
+    R get() {
+        if (thread_.joinable())
+            thread_.join();
+        else if (!ran_inline_)
+            ran_inline_ = true, task_();
+        return result_.get();
+    }
+
+private:
+    std::packaged_task<R()> task_;
+    std::future<R> result_;
+    std::thread thread_;
+    bool ran_inline_ = false;
+};
 
 // Runs fn(task, worker) for task in [0, tasks) on up to `threads` workers; each worker takes the
 // next task when it is free, so a slow core or a causal block with few keys does not hold the rest.
