@@ -148,6 +148,13 @@ std::string choose_gguf_products() {
     return "";
 }
 
+// The kernels the ATTNTRACE_* variables above choose; the first error message, or "".
+std::string choose_kernels() {
+    for (auto choose : {choose_attention_kernel, choose_gguf_products, choose_gemm_kernel, choose_weight_gemm})
+        if (std::string bad = choose(); !bad.empty()) return bad;
+    return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -159,10 +166,7 @@ int main(int argc, char** argv) {
     bus.sa_flags = SA_SIGINFO;
     sigaction(SIGBUS, &bus, nullptr);
     std::signal(SIGXFSZ, SIG_IGN);  // past ulimit -f, write(2) fails with EFBIG and is reported (exit 4)
-    if (const std::string bad = choose_attention_kernel(); !bad.empty()) return fail(attntrace::exit_usage, bad);
-    if (const std::string bad = choose_gguf_products(); !bad.empty()) return fail(attntrace::exit_usage, bad);
-    if (const std::string bad = choose_gemm_kernel(); !bad.empty()) return fail(attntrace::exit_usage, bad);
-    if (const std::string bad = choose_weight_gemm(); !bad.empty()) return fail(attntrace::exit_usage, bad);
+    if (const std::string bad = choose_kernels(); !bad.empty()) return fail(attntrace::exit_usage, bad);
     attntrace::remember_inputs(true);  // no output may replace a file this run read
     // A replaced output's old data is freed by a helper after this process, not before it exits
     // (atomic_write.hpp): the run does not wait for the file system to release it.

@@ -60,7 +60,11 @@ bool weight_gemm_named(const std::string& name, WeightGemm& kernel) {
 bool weight_product(const float* x, std::size_t ldx, std::size_t rows, std::size_t in, const float* w,
                     std::size_t ldw, bool conv1d, std::size_t out, float beta, float* y, std::size_t ldy) {
 #if ATTNTRACE_WEIGHT_GEMM_X86
-    if (weight_gemm() != WeightGemm::avx512) return false;
+    // Past a few hundred rows OpenBLAS's packing pays for itself and its sgemm is the faster
+    // (tests/bench/weight_gemm: 0.92-1.05x at 512 rows, 0.7-0.8x at 2048, 1.0-1.13x at 256 and
+    // 384, one thread, Xeon Sapphire Rapids): `best` keeps our kernels to 384 rows.
+    constexpr std::size_t kBestRowsMost = 384;
+    if (weight_gemm() != WeightGemm::avx512 || (chosen == WeightGemm::best && rows > kBestRowsMost)) return false;
     if (rows == 0 || out == 0) return true;
     weight_kernels::product_avx512(x, ldx, rows, in, w, ldw, conv1d, out, beta, y, ldy);
     return true;

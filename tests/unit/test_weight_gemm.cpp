@@ -76,13 +76,24 @@ TEST_CASE("weight_product: both layouts, odd shapes, beta 0 and 1, against float
     attntrace::set_weight_gemm(WeightGemm::best);
 }
 
-TEST_CASE("weight_product: ATTNTRACE_WEIGHT_GEMM=blas declines (gemm runs), best resolves for the CPU") {
+TEST_CASE("weight_product: ATTNTRACE_WEIGHT_GEMM=blas declines (gemm runs), best resolves for the CPU and the rows") {
     attntrace::set_weight_gemm(WeightGemm::blas);
     float x = 1, w = 2, y = 5;
     CHECK_FALSE(attntrace::weight_product(&x, 1, 1, 1, &w, 1, false, 1, 0.0f, &y, 1));
     CHECK(y == 5);
     attntrace::set_weight_gemm(WeightGemm::best);
     CHECK(attntrace::weight_gemm() == (cpu_has_avx512() ? WeightGemm::avx512 : WeightGemm::blas));
+    // best: our kernels to 384 rows, OpenBLAS past them (Y left for gemm to write)
+    const bool avx512 = cpu_has_avx512();  // (it chooses avx512 where the CPU has it)
+    attntrace::set_weight_gemm(WeightGemm::best);
+    std::vector<float> xs(385, 1.0f), ys(385, 5.0f);
+    CHECK(attntrace::weight_product(xs.data(), 1, 384, 1, &w, 1, false, 1, 0.0f, ys.data(), 1) == avx512);
+    CHECK(ys[383] == (avx512 ? 2.0f : 5.0f));
+    CHECK_FALSE(attntrace::weight_product(xs.data(), 1, 385, 1, &w, 1, false, 1, 0.0f, ys.data(), 1));
+    if (avx512) {  // avx512: every product
+        attntrace::set_weight_gemm(WeightGemm::avx512);
+        CHECK(attntrace::weight_product(xs.data(), 1, 385, 1, &w, 1, false, 1, 0.0f, ys.data(), 1));
+    }
     attntrace::set_weight_gemm(WeightGemm::best);
     WeightGemm named{};
     CHECK(attntrace::weight_gemm_named("blas", named));

@@ -12,7 +12,8 @@
 
 namespace attntrace {
 
-// best: the AVX-512 kernels where the CPU has AVX-512F, else OpenBLAS; blas: always OpenBLAS;
+// best: the AVX-512 kernels where the CPU has AVX-512F and a product has at most 384 rows (more
+// amortize OpenBLAS's packing, whose sgemm is then the faster), else OpenBLAS; blas: always OpenBLAS;
 // avx512: the AVX-512 kernels (set_weight_gemm refuses it on a CPU without AVX-512F).
 enum class WeightGemm { best, blas, avx512 };
 
