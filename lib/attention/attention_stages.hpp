@@ -54,6 +54,12 @@ struct Kept {
 template <class T>
 Kept<T> plan_kept(const Reporter<T>& rep, const AttentionOptions& options, const Shape& plane_shape);
 
+// Whether attend runs the fused kernels (float, no soft cap, fused_applies) on heads of HB's Lq
+// and Lk: each task then reads a panel's q rows before it writes their context, so the context may
+// overwrite q where both are the same head's columns of the same rows (mha's context_over_q).
+template <class T>
+bool runs_fused(const HeadBatch<T>& hb, const MaskPlan<T>& masks, T softcap, const Kept<T>& kept);
+
 // scores -> mask -> softmax -> context for every head, threaded over (head, query block); returns
 // the number of empty rows (every key masked). Tiled (online softmax over key blocks) unless KEPT
 // holds weights. SOFTCAP > 0: the scores soft-capped, tanh(s / softcap) * softcap, before the masks
@@ -80,6 +86,12 @@ template <class T>
 void project_rows(const T* x, std::size_t rows, const WeightInPlace<T>& w, const T* b, T* y, std::size_t ldy,
                   std::size_t threads, const std::function<void(std::size_t, std::size_t)>& rows_done = {});
 
+
+// project_rows for one weight whose output columns go to two buffers: y1 (rows, SPLIT) at Y1 and
+// y2 (rows, W.out - SPLIT) at Y2, each with its width as leading dim, in project_rows' row chunks.
+template <class T>
+void project_rows_split(const T* x, std::size_t rows, const WeightInPlace<T>& w, const T* b, std::size_t split,
+                        T* y1, T* y2, std::size_t threads);
 
 // For each value column c of one head's V (Lk, Pv), the first and the last key j whose V[j, c] is
 // not finite (first > last: none). The tiled paths skip keys no row of a block can see; weights @ V

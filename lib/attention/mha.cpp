@@ -191,11 +191,66 @@ void extend_kv(Projected<T>& pr, const MhaParams<T>& params, const MhaShape& s, 
     pr.ldk = s.g * s.p, pr.ldv = s.g * s.pv;
 }
 
+// Whether the in-projection runs as one product against the stacked weights: self-attention, with
+// the stacked weight read in place or a stacked copy of at most 64 MiB.
+template <class T>
+bool stacks_in_proj(const MhaParams<T>& params, const MhaShape& s, bool self) {
+    const std::size_t n = s.h * s.p + s.g * s.p + s.g * s.pv;
+    return self && (params.in_proj || n * s.eq * sizeof(T) <= (std::size_t{64} << 20));
+}
+
+// context_over_q: q projected straight into MERGED's buffer (B, Lq, H*P) and each head's context
+// written over its own q there, instead of a q part in the projections' buffer and a merged
+// buffer of fresh pages beside it (at L = 4096, E = 512: 8 MB less memory to fault and clear, and
+// the output projection's buffer then reuses the k and v buffer's pages). Only where the fused
+// kernels run (a task reads a panel's q before it writes that panel's context: the BLAS path
+// accumulates the context while it still reads q), q and context have one layout (P = Pv), and
+// the in-projection is one product this file runs (self-attention, not a caller's own product).
+template <class T>
+bool context_over_q(const MhaParams<T>& params, const MhaShape& s, bool self, const MaskPlan<T>& plan, T softcap,
+                    const stages::Kept<T>& kept) {
+    if (s.p != s.pv || !stacks_in_proj(params, s, self) || (params.in_proj && params.in_proj->product)) return false;
+    stages::HeadBatch<T> sizes;
+    sizes.lq = s.lq, sizes.lk = s.lk, sizes.p = s.p, sizes.pv = s.pv;
+    return stages::runs_fused(sizes, plan, softcap, kept);
+}
+
+// Self-attention's one product against the stacked weight [W_q; W_k; W_v] (where the file holds
+// it, or a stacked copy) into PR: one (B*L, H*P + G*P + G*Pv) buffer, or with Q_OUT the q columns
+// (B*L, H*P) written at Q_OUT and the k and v columns into a (B*L, G*P + G*Pv) buffer.
+template <class T>
+void project_stacked(const Array<T>& query, const MhaParams<T>& params, const MhaShape& s, std::size_t threads,
+                     Projected<T>& pr, T* q_out) {
+    const std::size_t nq = s.h * s.p, nk = s.g * s.p, nv = s.g * s.pv, rows = s.b * s.lq;
+    std::optional<Array<T>> stacked, bias;  // the stacked copy of [W_q; W_k; W_v] (none: in place) and its bias
+    if (params.in_proj) bias = stacked_bias(params);
+    else std::tie(stacked, bias) = stacked_in_proj(params);
+    const T* b = bias ? bias->data() : nullptr;
+    if (params.in_proj && params.in_proj->product) {
+        pr.qkv = rows_buffer<T>(rows * (nq + nk + nv));
+        params.in_proj->product(query.data(), rows, pr.qkv.get(), nq + nk + nv, threads);
+        if (b) add_row_bias(pr.qkv.get(), rows, b, nq + nk + nv, threads);
+        pr.q = pr.qkv.get(), pr.ldq = pr.ldk = pr.ldv = nq + nk + nv;
+    } else {
+        const StackedInProj<T>* in = params.in_proj ? &*params.in_proj : nullptr;
+        const WeightInPlace<T> w = in ? WeightInPlace<T>{in->data, in->out(), in->in, in->conv1d}
+                                      : WeightInPlace<T>{stacked->data(), nq + nk + nv, s.eq, false};
+        pr.qkv = rows_buffer<T>(rows * (nk + nv + (q_out ? 0 : nq)));
+        if (q_out) stages::project_rows_split(query.data(), rows, w, b, nq, q_out, pr.qkv.get(), threads);
+        else stages::project_rows(query.data(), rows, w, b, pr.qkv.get(), nq + nk + nv, threads);
+        pr.q = q_out ? q_out : pr.qkv.get(), pr.ldq = q_out ? nq : nq + nk + nv;
+        pr.ldk = pr.ldv = q_out ? nk + nv : nq + nk + nv;
+    }
+    pr.k = q_out ? pr.qkv.get() : pr.q + nq;
+    pr.v = pr.k + nk;
+}
+
 // project: query·W_qᵀ + b_q, key·W_kᵀ + b_k, value·W_vᵀ + b_v. Self-attention on one input runs a
-// single GEMM against the stacked weights, as PyTorch's in_proj does.
+// single GEMM against the stacked weights, as PyTorch's in_proj does. Q_OUT (or null): where q goes
+// (B*Lq, H*P), see context_over_q.
 template <class T>
 Projected<T> project(const Array<T>& query, const Array<T>& key, const Array<T>& value, const MhaParams<T>& params,
-                     const MhaShape& s, std::size_t threads, const Reporter<T>& rep) {
+                     const MhaShape& s, std::size_t threads, const Reporter<T>& rep, T* q_out) {
     const std::size_t nq = s.h * s.p, nk = s.g * s.p, nv = s.g * s.pv;
     Projected<T> pr;
     // (the stacked copy of the weights is skipped when it would cost more than 64 MiB: a real
@@ -204,24 +259,9 @@ Projected<T> project(const Array<T>& query, const Array<T>& key, const Array<T>&
     const bool self = &query == &key && &key == &value;
     if (params.in_proj && !self)
         throw UsageError(params.source + ": a stacked in-projection read in place serves self-attention only");
-    pr.fused = self && (params.in_proj || (nq + nk + nv) * s.eq * sizeof(T) <= (std::size_t{64} << 20));
+    pr.fused = stacks_in_proj(params, s, self);
     if (pr.fused) {
-        pr.qkv = rows_buffer<T>(s.b * s.lq * (nq + nk + nv));
-        if (params.in_proj && params.in_proj->product) {
-            const std::optional<Array<T>> bias = stacked_bias(params);
-            params.in_proj->product(query.data(), s.b * s.lq, pr.qkv.get(), nq + nk + nv, threads);
-            if (bias) add_row_bias(pr.qkv.get(), s.b * s.lq, bias->data(), nq + nk + nv, threads);
-        } else if (params.in_proj) {
-            const StackedInProj<T>& in = *params.in_proj;
-            const std::optional<Array<T>> bias = stacked_bias(params);
-            stages::project_rows(query.data(), s.b * s.lq, WeightInPlace<T>{in.data, in.out(), in.in, in.conv1d},
-                                 bias ? bias->data() : nullptr, pr.qkv.get(), nq + nk + nv, threads);
-        } else {
-            const auto [w, bias] = stacked_in_proj(params);
-            stages::project_rows(query.data(), s.b * s.lq, w, bias, pr.qkv.get(), nq + nk + nv, threads);
-        }
-        pr.q = pr.qkv.get(), pr.k = pr.q + nq, pr.v = pr.q + nq + nk;
-        pr.ldq = pr.ldk = pr.ldv = nq + nk + nv;
+        project_stacked(query, params, s, threads, pr, q_out);
     } else {
         pr.q_buf = rows_buffer<T>(s.b * s.lq * nq), pr.k_buf = rows_buffer<T>(s.b * s.lk_in * nk);
         pr.v_buf = rows_buffer<T>(s.b * s.lk_in * nv);
@@ -365,17 +405,19 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
     const T scale = options.scale ? T(*options.scale) : stages::default_scale<T>(s.p);
     result.scale = scale;
     Array<T> merged = Array<T>::from_shape({s.b, s.lq, s.h * s.pv});  // (B, Lq, H*Pv)
+    stages::Kept<T> kept = stages::plan_kept(rep, options, s.plane());
+    const T softcap = stages::checked_softcap<T>(options);
+    const bool self = &q_in == &k_in && &k_in == &v_in;
+    T* q_out = context_over_q(params, s, self, plan, softcap, kept) ? merged.data() : nullptr;
     timeline_mark("mha: projections");
-    Projected<T> projected = project(q_in, k_in, v_in, params, s, threads, rep);
+    Projected<T> projected = project(q_in, k_in, v_in, params, s, threads, rep, q_out);
     timeline_mark("mha: projected");
     stages::HeadBatch<T> heads = split_heads(projected, s, merged, rep);
-    stages::Kept<T> kept = stages::plan_kept(rep, options, s.plane());
     // positions: q/k rewritten in place in the projection buffers this call owns
     stages::positions<T>(positions, s.b, s.p, {const_cast<T*>(projected.q), s.h, s.lq, projected.ldq},
                          {const_cast<T*>(projected.k), s.g, s.lk, projected.ldk}, {s.b, s.h, s.lq, s.p},
                          {s.b, s.g, s.lk, s.p}, plan, s.h, rep);
-    // scores -> mask -> softmax -> context
-    const T softcap = stages::checked_softcap<T>(options);
+    // scores -> mask -> softmax -> context (over q where q_out is merged)
     result.softcap = double(softcap);
     result.empty_rows = stages::attend(heads, plan, scale, softcap, kept, threads, options.progress);
     timeline_mark("mha: attended");

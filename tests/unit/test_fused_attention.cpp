@@ -87,22 +87,27 @@ struct Case {
     Masks<float> masks;
     PositionStages<float> positions;
     bool use_positions = false;
+    bool self = false;        // one input for query, key and value (lk = lq): the stacked in-projection
+    std::size_t threads = 2;
 };
 
 // mha on random inputs with CASE's shapes and masks, fused and BLAS, compared.
 void compare_mha(const Case& c, std::uint64_t seed) {
     const std::size_t e = 24;
     auto q = random_tensor<float>({c.b, c.lq, e}, Distribution::normal, seed);
-    auto kv = random_tensor<float>({c.b, c.lk, e}, Distribution::normal, seed + 1);
+    auto kv = c.self ? q : random_tensor<float>({c.b, c.lk, e}, Distribution::normal, seed + 1);
     MhaDims dims{c.h, c.g, e, e, e, true};
     auto params = random_mha_params<float>(dims, HeadSizes{c.p, c.pv, e}, true, seed + 2);
     params.b_q = random_tensor<float>({c.h * c.p}, Distribution::normal, seed + 3);
     AttentionOptions options;
     options.row_stats = true;
-    options.threads = 2;
+    options.threads = c.threads;
     const MhaConfig config{c.h, c.g, true, false};
     const PositionStages<float>* pos = c.use_positions ? &c.positions : nullptr;
-    auto run = [&] { return mha<float>(q, kv, kv, params, config, c.masks, options, nullptr, pos); };
+    auto run = [&] {
+        return c.self ? mha<float>(q, q, q, params, config, c.masks, options, nullptr, pos)
+                      : mha<float>(q, kv, kv, params, config, c.masks, options, nullptr, pos);
+    };
     const auto fused = with_kernel(AttentionKernel::avx512, run);
     const auto blas = with_kernel(AttentionKernel::blas, run);
     CAPTURE(c.name);
@@ -119,7 +124,7 @@ TEST_CASE("the fused kernel equals the BLAS path: shapes off its panels, tiles a
     std::vector<Case> cases;
     auto add = [&](std::string name, std::size_t b, std::size_t lq, std::size_t lk, std::size_t h, std::size_t g,
                    std::size_t p, std::size_t pv) -> Case& {
-        cases.push_back({std::move(name), b, lq, lk, h, g, p, pv, {}, {}, false});
+        cases.push_back({std::move(name), b, lq, lk, h, g, p, pv, {}, {}, false, false, 2});
         return cases.back();
     };
     add("no mask, one key block", 2, 37, 53, 2, 2, 8, 8);
@@ -165,6 +170,37 @@ TEST_CASE("the fused kernel equals the BLAS path: shapes off its panels, tiles a
         c.masks.valid_lens = lens;
     }
     std::uint64_t seed = 100;
+    for (const Case& c : cases) compare_mha(c, seed += 10);
+}
+
+// Self-attention with P = Pv: mha projects q into the merged context's buffer and the fused
+// kernel writes each head's context over its own q (mha.cpp, context_over_q); the BLAS path keeps
+// them apart. Shapes off the 16-row panels and the 256-row tasks, batches, grouped heads, rotary q
+// rewritten in that buffer, causal and ALiBi, one thread and two.
+TEST_CASE("self-attention's context written over q equals the BLAS path") {
+    if (!fused_available()) return;
+    std::vector<Case> cases;
+    auto add = [&](std::string name, std::size_t b, std::size_t l, std::size_t h, std::size_t g, std::size_t p,
+                   std::size_t threads) -> Case& {
+        cases.push_back({std::move(name), b, l, l, h, g, p, p, {}, {}, false, true, threads});
+        return cases.back();
+    };
+    add("no mask, 2 batches, partial panel", 2, 37, 2, 2, 12, 2);
+    add("tasks of 256 rows and a partial one, one thread", 1, 300, 3, 3, 8, 1);
+    add("grouped heads, causal, across tasks", 2, 530, 4, 2, 6, 2).masks.causal = true;
+    {
+        Case& c = add("rotary q and k, causal", 1, 70, 4, 2, 6, 2);
+        c.positions.rotary = Rotary{RotaryStyle::half, 6, rope_inv_freq(6, 10000.0, {})};
+        c.positions.visibility.causal = true;
+        c.use_positions = true;
+    }
+    {
+        Case& c = add("ALiBi, causal", 2, 70, 4, 4, 6, 2);
+        c.positions.alibi = alibi_slopes(4);
+        c.positions.visibility.causal = true;
+        c.use_positions = true;
+    }
+    std::uint64_t seed = 500;
     for (const Case& c : cases) compare_mha(c, seed += 10);
 }
 
