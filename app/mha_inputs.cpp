@@ -72,13 +72,16 @@ MhaInputs<T> load_mha_inputs(const MhaFlags& f, const AttentionRun<T>& run, std:
     const bool beside = attntrace::thread_count(c.threads) > 1;
     std::error_code no_size;
     const bool large = c.query != "-" && std::filesystem::file_size(c.query, no_size) >= (std::size_t{1} << 20);
-    std::optional<attntrace::Alongside<void>> blas;
-    if (beside && large) blas.emplace([] { attntrace::load_blas_now(); });
+    // Threads are started before OpenBLAS's load, which holds the dynamic loader's lock that
+    // starting a thread waits for: the read's workers first, then the parameters' thread.
+    if (beside && large) attntrace::run_workers(attntrace::thread_count(c.threads), [](std::size_t) {});
     std::optional<attntrace::Alongside<ParamTensors<T>>> param_tensors;
     const auto params_kind = std::filesystem::status(f.params, no_size).type();  // not stdin, not a FIFO
     if (beside && own_params && (params_kind == std::filesystem::file_type::regular ||
                        params_kind == std::filesystem::file_type::directory))
         param_tensors.emplace([path = f.params] { return attntrace::read_param_tensors<T>(path); });
+    std::optional<attntrace::Alongside<void>> blas;
+    if (beside && large) blas.emplace([] { attntrace::load_blas_now(); });
     MhaInputs<T> in{attntrace::load_tensor<T>(c.query), {}, {}, value_path == key_path, {}, {}, {}};
     attntrace::timeline_mark("inputs: query read");
     if (key_path != c.query) in.key_file = attntrace::load_tensor<T>(key_path);
