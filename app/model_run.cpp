@@ -2,6 +2,7 @@
 #include "model_run.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <iostream>
 #include <iterator>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "attntrace/io/tensor_io.hpp"
 #include "attntrace/model/forward.hpp"
 #include "attntrace/model/layer_spec.hpp"
+#include "attntrace/tensor/buffer.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/tensor/memory.hpp"
 #include "attntrace/tensor/numbers.hpp"
@@ -136,7 +138,7 @@ bool finish_tokenizer(ModelSession& s) {
 
 ModelSession open_session(const ModelFlags& f, bool text_needed) {
     timeline_mark("model: opening");
-    const bool alongside = !text_needed && !f.induction && is_gguf_path(f.model);
+    const bool alongside = !text_needed && !f.induction && is_gguf_path(f.model) && thread_count(f.threads) > 1;
     auto reading = alongside ? read_tokenizer_alongside(f.model) : nullptr;
     ModelSession s{f, open_model(f.model), std::nullopt, std::move(reading), {}, 0};
     const ModelConfig& m = s.model.config;
@@ -319,6 +321,25 @@ std::pair<InductionSequence, std::map<std::size_t, std::vector<double>>> inducti
     return {seq, scorer.scores};
 }
 
+// The logits' pages (BYTES at P, the output file's mapping) made on a side thread at the least
+// priority while the forward runs: one thread makes them as fast as two (the file's locks), so the
+// head's own populate_for_writing (lib/model/head.cpp) finds them made instead of stopping both
+// workers for ~9 ms (docs/performance.md, "## GGUF weights"). In 2 MiB steps, each a short hold of
+// the mapping's lock; it stops between steps once STOP is set (the head makes what is left).
+std::unique_ptr<Alongside<void>> populate_alongside(void* p, std::size_t bytes, const std::atomic<bool>& stop) {
+    return std::make_unique<Alongside<void>>([p, bytes, &stop] {
+        lower_thread_priority();
+        timeline_mark("logits: making the pages alongside");
+        constexpr std::uintptr_t step = std::uintptr_t{2} << 20;  // steps end on 2 MiB addresses: whole pages each
+        const std::uintptr_t last = reinterpret_cast<std::uintptr_t>(p) + bytes;
+        for (std::uintptr_t at = reinterpret_cast<std::uintptr_t>(p), next; at < last && !stop; at = next) {
+            next = std::min(last, (at + step) / step * step);
+            populate_for_writing(reinterpret_cast<void*>(at), next - at, 1);
+        }
+        timeline_mark("logits: pages made alongside");
+    });
+}
+
 // Refuses (exit 3, naming --max-memory) a run whose peak would pass the budget.
 void check_budget(const ModelSession& s, std::size_t length, const ForwardOptions& o, std::size_t element,
                   std::uint64_t extra_bytes) {
@@ -364,10 +385,22 @@ ModelTrace run_sequence(const ModelSession& s, const Sequence& seq, bool write_o
     if (write_outputs) observers.add(&files.emplace(s, seq.ids.size()));
     if (extra.observer) observers.add(extra.observer);
     std::optional<NpyOutput<T>> logits_file;  // the head computes into the file's pages
-    if (o.all_logits)
-        o.logits_destination = logits_file.emplace(f.logits, Shape{seq.ids.size(), s.model.config.vocab}).in_place();
+    std::atomic<bool> populated{false};
+    std::unique_ptr<Alongside<void>> populating;  // declared after: joined before the file goes
+    if (o.all_logits) {
+        const Shape shape{seq.ids.size(), s.model.config.vocab};
+        o.logits_destination = logits_file.emplace(f.logits, shape).in_place();
+        if (thread_count(f.threads) > 1)  // --threads 1 starts none
+            populating = populate_alongside(o.logits_destination, shape[0] * shape[1] * sizeof(T), populated);
+    }
     timeline_mark("model: forward");
-    const ForwardResult<T> result = forward<T>(s.model, seq.ids, o, observers);
+    const ForwardResult<T> result = [&] {
+        struct Stop {  // the populating thread's steps end with the forward, thrown or not
+            std::atomic<bool>& flag;
+            ~Stop() { flag = true; }
+        } stop{populated};
+        return forward<T>(s.model, seq.ids, o, observers);
+    }();
     timeline_mark("model: forward done");
     ModelTrace trace;
     trace.dir = f.model, trace.config = &s.model.config, trace.dtype = sizeof(T) == 4 ? "float32" : "float64";
@@ -386,6 +419,7 @@ ModelTrace run_sequence(const ModelSession& s, const Sequence& seq, bool write_o
         trace.outputs["expert_weights"] = path_or_null(f.expert_weights);
         if (write_outputs) write_routing<T>(f, trace.routing, seq.ids.size(), s.model.config.moe->top_k);
     }
+    if (populating) populating->get();
     timeline_mark("model: committing the outputs");
     if (logits_file) logits_file->commit();
     if (files) files->commit();
