@@ -15,9 +15,9 @@ using namespace attntrace;
 namespace fs = std::filesystem;
 
 void add_analysis_flags(CLI::App& cmd, AnalysisFlags& f, bool with_versus, bool input) {
-    required_file(cmd, "MODEL", f.model, "the checkpoint folder: config.json, model.safetensors (or shards), tokenizer.json");
+    required_file(cmd, "MODEL", f.model, "the checkpoint folder (config.json, model.safetensors or shards, tokenizer.json) or a GGUF file (its tokenizer inside)");
     if (input) {
-        cmd.add_option("--text", f.text, "the text to run (tokenized with the folder's tokenizer.json)");
+        cmd.add_option("--text", f.text, "the text to run (tokenized with the checkpoint's own tokenizer)");
         cmd.add_option("--text-file", f.text_file, "the text to run, from a file (- for stdin)")->check(file_name());
         cmd.add_option("--ids", f.ids, "token ids to run: a comma list 15496,995 or a 1-D integer .npy");
         cmd.add_flag("--no-special-tokens", f.no_special, "tokenize without the special tokens (BOS, [CLS] ...)");
@@ -125,6 +125,14 @@ AnalysisContext analysis_context(const AnalysisSession& s, const AnalysisFlags& 
     c.token_label = [tok](std::uint32_t id) {
         if (!tok || id >= tok->vocab_size()) return "#" + std::to_string(id);
         return display_tokens(*tok, std::span<const std::uint32_t>(&id, 1)).front();
+    };
+    c.prompt_text = [tok](const std::vector<TraceToken>& tokens) {
+        std::vector<std::uint32_t> ids;
+        for (const TraceToken& t : tokens) {
+            if (!tok || t.id >= tok->vocab_size()) return std::string();
+            ids.push_back(t.id);
+        }
+        return tok->decode(ids);
     };
     return c;
 }

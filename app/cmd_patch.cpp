@@ -37,9 +37,9 @@ MatrixPicture patch_picture(const AnalysisContext& c, const PatchResult& r) {
     m.title = std::string("activation patching, ") + patch_site_name(r.site) + ": " + describe_model(*c.config);
     m.lines.push_back("metric: " + metric_text(c, r.metric) + "; clean " + std::to_string(r.clean) + ", corrupted " +
                       std::to_string(r.corrupt));
-    auto prompt_text = [&](const std::vector<TraceToken>& tokens) {  // the text, or the ids without a tokenizer
-        std::string text, ids;
-        for (const TraceToken& t : tokens) text += t.text, ids += (ids.empty() ? "ids " : ",") + std::to_string(t.id);
+    auto prompt_text = [&](const std::vector<TraceToken>& tokens) {  // the text decoded whole, or the ids without a tokenizer
+        std::string text = c.prompt_text ? c.prompt_text(tokens) : std::string(), ids;
+        for (const TraceToken& t : tokens) ids += (ids.empty() ? "ids " : ",") + std::to_string(t.id);
         return text.empty() ? ids : text;
     };
     m.lines.push_back("clean: " + prompt_text(c.tokens));

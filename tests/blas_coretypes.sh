@@ -12,7 +12,7 @@ set -uo pipefail
 : "${UNIT_TESTS:?set UNIT_TESTS to the unit_tests binary}" "${ATTNTRACE:?set ATTNTRACE}" "${SRC:?set SRC}"
 export PYTHON=${PYTHON:-/usr/bin/python3}
 # the end-to-end tests that compare computed numbers with a reference (numpy, PyTorch, goldens)
-NUMERIC_E2E=(seeds mha_goldens trace_goldens readme_examples model_goldens)
+NUMERIC_E2E=(seeds mha_goldens trace_goldens readme_examples model_goldens stories260k)
 
 declare -A needs=([Prescott]="pni" [Haswell]="avx2 fma" [Nehalem]="sse4_2")  # /proc/cpuinfo flags
 env_core=${OPENBLAS_CORETYPE:-}

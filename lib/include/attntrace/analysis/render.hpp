@@ -29,6 +29,7 @@ struct AnalysisContext {
     std::vector<TraceToken> corrupt_tokens;  // patch: the corrupted prompt's (L)
     std::function<std::string(std::uint32_t)> token_text;   // an id's decoded text (" Paris"; "" unknown), for JSON
     std::function<std::string(std::uint32_t)> token_label;  // as a reader sees it ("␣Paris"), for text and pictures
+    std::function<std::string(const std::vector<TraceToken>&)> prompt_text;  // a prompt decoded whole ("" without a tokenizer)
 };
 
 // The metric in words: `log_prob of " Paris" (id 6342) at position 7 ("ris")`.
