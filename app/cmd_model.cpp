@@ -92,7 +92,7 @@ void run_model(const ModelFlags& f) {
     check_outputs(f);
     set_read_threads(f.threads);
     const bool text = f.text || !f.text_file.empty() || !f.each_line.empty();
-    const ModelSession s = open_session(f, text);
+    ModelSession s = open_session(f, text);
     if (!f.each_line.empty()) return run_each_line<T>(s);
     Sequence seq;
     if (!f.ids.empty()) {
@@ -107,7 +107,12 @@ void run_model(const ModelFlags& f) {
         const std::size_t l = seq.ids.size();
         extra = {&pictures.emplace(s, l), picture_cells(f, l), picture_bytes(s, l, sizeof(T))};
     }
-    const ModelTrace trace = run_sequence<T>(s, seq, true, extra);
+    ModelTrace trace = run_sequence<T>(s, seq, true, extra);
+    if (finish_tokenizer(s) && s.tokenizer) {  // read alongside the run: the labels now
+        label_tokens(seq.tokens, *s.tokenizer);
+        label_tokens(trace.tokens, *s.tokenizer);
+        label_predictions(trace.predictions, *s.tokenizer);
+    }
     const bool tensor_on_stdout = f.hidden_states == "-" || f.attentions == "-" || f.logits == "-";
     // the trace on stdout (stderr when a tensor takes stdout), then the heatmaps on the same stream;
     // the JSON trace alone on stdout, the heatmaps then on stderr

@@ -2,6 +2,7 @@
 #include "model_run.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <iostream>
 #include <iterator>
 #include <filesystem>
@@ -14,9 +15,11 @@
 #include "attntrace/io/tensor_io.hpp"
 #include "attntrace/model/forward.hpp"
 #include "attntrace/model/layer_spec.hpp"
+#include "attntrace/tensor/buffer.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/tensor/memory.hpp"
 #include "attntrace/tensor/numbers.hpp"
+#include "attntrace/tensor/timeline.hpp"
 #include "flag_parsing.hpp"
 
 using namespace attntrace;
@@ -54,16 +57,24 @@ std::vector<std::uint32_t> read_ids(const std::string& value) {
     return ids;
 }
 
+void label_tokens(std::vector<TraceToken>& tokens, const Tokenizer& tokenizer) {
+    for (TraceToken& t : tokens)
+        if (t.id < tokenizer.vocab_size()) {
+            t.token = tokenizer.id_to_token(t.id).value_or("");
+            t.text = tokenizer.decode(std::span<const std::uint32_t>(&t.id, 1));
+        }
+}
+
+void label_predictions(std::vector<Prediction>& predictions, const Tokenizer& tokenizer) {
+    for (Prediction& p : predictions)
+        for (Candidate& c : p.top)
+            if (c.id < tokenizer.vocab_size()) c.text = tokenizer.decode(std::span<const std::uint32_t>(&c.id, 1));
+}
+
 Sequence sequence_from_ids(std::vector<std::uint32_t> ids, const Tokenizer* tokenizer, std::string source) {
     Sequence s{std::move(ids), {}, std::move(source), ""};
-    for (std::uint32_t id : s.ids) {
-        TraceToken t{id, "", ""};
-        if (tokenizer && id < tokenizer->vocab_size()) {
-            t.token = tokenizer->id_to_token(id).value_or("");
-            t.text = tokenizer->decode(std::span<const std::uint32_t>(&id, 1));
-        }
-        s.tokens.push_back(std::move(t));
-    }
+    for (std::uint32_t id : s.ids) s.tokens.push_back(TraceToken{id, "", ""});
+    if (tokenizer) label_tokens(s.tokens, *tokenizer);
     return s;
 }
 
@@ -100,12 +111,45 @@ std::optional<Tokenizer> model_tokenizer(const std::string& model, const std::st
     return std::nullopt;
 }
 
+namespace {
+
+// A GGUF file's tokenizer for the labels alone (model_tokenizer with no flag needing it), read on a
+// side thread at the least priority: it takes the cores the forward leaves idle (ms 0-2 opening the
+// file, the serial parts between products) instead of ~7 ms of the main thread before the forward
+// (docs/performance.md, "## GGUF weights").
+std::unique_ptr<Alongside<std::optional<Tokenizer>>> read_tokenizer_alongside(const std::string& model) {
+    return std::make_unique<Alongside<std::optional<Tokenizer>>>([model] {
+        lower_thread_priority();
+        timeline_mark("model: reading the tokenizer alongside");
+        std::optional<Tokenizer> t = model_tokenizer(model, "");
+        timeline_mark("model: tokenizer read alongside");
+        return t;
+    });
+}
+
+}  // namespace
+
+bool finish_tokenizer(ModelSession& s) {
+    if (!s.tokenizer_reading) return false;
+    s.tokenizer = s.tokenizer_reading->get();
+    s.tokenizer_reading.reset();
+    return true;
+}
+
 ModelSession open_session(const ModelFlags& f, bool text_needed) {
-    ModelSession s{f, open_model(f.model), std::nullopt, {}, 0};
+    timeline_mark("model: opening");
+    const bool alongside = !text_needed && !f.induction && is_gguf_path(f.model) && thread_count(f.threads) > 1;
+    auto reading = alongside ? read_tokenizer_alongside(f.model) : nullptr;
+    ModelSession s{f, open_model(f.model), std::nullopt, std::move(reading), {}, 0};
     const ModelConfig& m = s.model.config;
-    s.tokenizer = model_tokenizer(f.model, text_needed ? (f.each_line.empty() ? "--text" : "--each-line") : "");
-    s.kept = naming_flags({{"layers", "--layers"}}, [&] { return parse_layer_spec(f.layers, m.layers.size()); });
+    timeline_mark("model: opened");
     s.top = f.top.value_or(m.causal() ? 5 : 0);
+    if (!alongside)
+        s.tokenizer = model_tokenizer(f.model, text_needed ? (f.each_line.empty() ? "--text" : "--each-line") : "");
+    else if (!m.causal() && s.top > 0)  // the masks' positions come from the tokenizer before the run
+        finish_tokenizer(s);
+    timeline_mark("model: tokenizer read");
+    s.kept = naming_flags({{"layers", "--layers"}}, [&] { return parse_layer_spec(f.layers, m.layers.size()); });
     if (!s.model.has_head() && (s.top > 0 || !f.logits.empty()))
         throw UsageError(std::string(f.logits.empty() ? "--top" : "--logits") + ": " + s.model.head_missing);
     if (f.induction && f.induction == 0) throw UsageError("--induction: the random sequence needs at least 1 token");
@@ -231,12 +275,9 @@ std::vector<Prediction> predictions(const ModelSession& s, const T* logits, cons
     const std::size_t v = s.model.config.vocab;
     for (std::size_t i = 0; i < positions.size(); ++i) {
         const T* row = logits + (all_rows ? positions[i] : i) * v;
-        Prediction p{positions[i], top_candidates(row, v, s.top)};
-        if (s.tokenizer)
-            for (Candidate& c : p.top)
-                if (c.id < s.tokenizer->vocab_size()) c.text = s.tokenizer->decode(std::span<const std::uint32_t>(&c.id, 1));
-        out.push_back(std::move(p));
+        out.push_back(Prediction{positions[i], top_candidates(row, v, s.top)});
     }
+    if (s.tokenizer) label_predictions(out, *s.tokenizer);
     return out;
 }
 
@@ -278,6 +319,25 @@ std::pair<InductionSequence, std::map<std::size_t, std::vector<double>>> inducti
     InductionScorer<T> scorer(seq, s.kept, m.heads);
     naming_flags({}, [&] { forward<T>(s.model, seq.ids, o, scorer); }, {{"ids: ", "--induction: "}});
     return {seq, scorer.scores};
+}
+
+// The logits' pages (BYTES at P, the output file's mapping) made on a side thread at the least
+// priority while the forward runs: one thread makes them as fast as two (the file's locks), so the
+// head's own populate_for_writing (lib/model/head.cpp) finds them made instead of stopping both
+// workers for ~9 ms (docs/performance.md, "## GGUF weights"). In 2 MiB steps, each a short hold of
+// the mapping's lock; it stops between steps once STOP is set (the head makes what is left).
+std::unique_ptr<Alongside<void>> populate_alongside(void* p, std::size_t bytes, const std::atomic<bool>& stop) {
+    return std::make_unique<Alongside<void>>([p, bytes, &stop] {
+        lower_thread_priority();
+        timeline_mark("logits: making the pages alongside");
+        constexpr std::uintptr_t step = std::uintptr_t{2} << 20;  // steps end on 2 MiB addresses: whole pages each
+        const std::uintptr_t last = reinterpret_cast<std::uintptr_t>(p) + bytes;
+        for (std::uintptr_t at = reinterpret_cast<std::uintptr_t>(p), next; at < last && !stop; at = next) {
+            next = std::min(last, (at + step) / step * step);
+            populate_for_writing(reinterpret_cast<void*>(at), next - at, 1);
+        }
+        timeline_mark("logits: pages made alongside");
+    });
 }
 
 // Refuses (exit 3, naming --max-memory) a run whose peak would pass the budget.
@@ -325,9 +385,23 @@ ModelTrace run_sequence(const ModelSession& s, const Sequence& seq, bool write_o
     if (write_outputs) observers.add(&files.emplace(s, seq.ids.size()));
     if (extra.observer) observers.add(extra.observer);
     std::optional<NpyOutput<T>> logits_file;  // the head computes into the file's pages
-    if (o.all_logits)
-        o.logits_destination = logits_file.emplace(f.logits, Shape{seq.ids.size(), s.model.config.vocab}).in_place();
-    const ForwardResult<T> result = forward<T>(s.model, seq.ids, o, observers);
+    std::atomic<bool> populated{false};
+    std::unique_ptr<Alongside<void>> populating;  // declared after: joined before the file goes
+    if (o.all_logits) {
+        const Shape shape{seq.ids.size(), s.model.config.vocab};
+        o.logits_destination = logits_file.emplace(f.logits, shape).in_place();
+        if (thread_count(f.threads) > 1)  // --threads 1 starts none
+            populating = populate_alongside(o.logits_destination, shape[0] * shape[1] * sizeof(T), populated);
+    }
+    timeline_mark("model: forward");
+    const ForwardResult<T> result = [&] {
+        struct Stop {  // the populating thread's steps end with the forward, thrown or not
+            std::atomic<bool>& flag;
+            ~Stop() { flag = true; }
+        } stop{populated};
+        return forward<T>(s.model, seq.ids, o, observers);
+    }();
+    timeline_mark("model: forward done");
     ModelTrace trace;
     trace.dir = f.model, trace.config = &s.model.config, trace.dtype = sizeof(T) == 4 ? "float32" : "float64";
     trace.threads = f.threads, trace.tokens = seq.tokens, trace.heads = stats.layers;
@@ -345,8 +419,11 @@ ModelTrace run_sequence(const ModelSession& s, const Sequence& seq, bool write_o
         trace.outputs["expert_weights"] = path_or_null(f.expert_weights);
         if (write_outputs) write_routing<T>(f, trace.routing, seq.ids.size(), s.model.config.moe->top_k);
     }
+    if (populating) populating->get();
+    timeline_mark("model: committing the outputs");
     if (logits_file) logits_file->commit();
     if (files) files->commit();
+    timeline_mark("model: outputs committed");
     return trace;
 }
 

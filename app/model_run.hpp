@@ -13,6 +13,7 @@
 #include "attention_flags.hpp"
 #include "attntrace/model/model.hpp"
 #include "attntrace/model/model_trace.hpp"
+#include "attntrace/tensor/threads.hpp"
 #include "attntrace/text/tokenizer.hpp"
 
 struct ModelFlags {
@@ -72,6 +73,10 @@ struct ModelSession {
     const ModelFlags& flags;
     attntrace::Model model;
     std::optional<attntrace::Tokenizer> tokenizer;
+    // A GGUF file's tokenizer when only the labels need it (--ids, no --induction, a causal model
+    // or --top 0): read on a side thread while the forward runs; finish_tokenizer() puts it in
+    // TOKENIZER. Null otherwise (TOKENIZER read before the run).
+    std::unique_ptr<attntrace::Alongside<std::optional<attntrace::Tokenizer>>> tokenizer_reading;
     std::vector<bool> kept;  // (N) --layers
     std::size_t top = 0;     // predictions per position
 };
@@ -79,6 +84,15 @@ struct ModelSession {
 // Opens MODEL, its tokenizer (required with TEXT_NEEDED), and checks the flags against it
 // (UsageError: --layers, --top or --logits on a model without a head).
 ModelSession open_session(const ModelFlags& flags, bool text_needed);
+
+// Waits for the tokenizer read alongside the run (ModelSession::tokenizer_reading), if any, and
+// puts it in session.tokenizer. Returns whether there was one to wait for (its labels not yet given).
+bool finish_tokenizer(ModelSession& session);
+
+// The tokens' labels (token, text) and the candidates' texts, through TOKENIZER (ids past its
+// vocabulary left as they are).
+void label_tokens(std::vector<attntrace::TraceToken>& tokens, const attntrace::Tokenizer& tokenizer);
+void label_predictions(std::vector<attntrace::Prediction>& predictions, const attntrace::Tokenizer& tokenizer);
 
 // One more observer of the forward (the pictures'), the cells per axis it wants each kept layer's
 // weights pooled to, and the bytes it holds (counted against --max-memory).

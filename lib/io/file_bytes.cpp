@@ -281,6 +281,13 @@ const char* FileBytes::resident(std::size_t offset, std::size_t length) const {
     return data_ + offset;
 }
 
+void FileBytes::prefetch(std::size_t offset, std::size_t length) const {
+    if (mapping_ == nullptr || length == 0 || offset >= size_) return;
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    const std::size_t begin = offset / page * page, end = std::min(size_, offset + length);
+    ::madvise(static_cast<char*>(mapping_) + begin, end - begin, MADV_POPULATE_READ);
+}
+
 void FileBytes::release(std::size_t offset, std::size_t length) const {
     if (mapping_ == nullptr || length == 0) return;
     const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));

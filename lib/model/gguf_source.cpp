@@ -1,12 +1,15 @@
 // A GGUF file as a model source (gguf_source.hpp).
 #include "gguf_source.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <system_error>
 
 #include "attntrace/io/file_bytes.hpp"
 #include "attntrace/io/ggml_types.hpp"
 #include "attntrace/tensor/errors.hpp"
+#include "attntrace/tensor/threads.hpp"
 
 namespace attntrace {
 
@@ -110,9 +113,93 @@ std::optional<QuantizedMatrix> GgufSource::quantized(const std::string& name) {
         t.shape[1] % ggml_block_size(t.type) != 0)
         return std::nullopt;
     const char* at = files_->bytes(t).resident(t.offset, t.nbytes);
+    dropper_.ahead_of(t);  // the next tensors' pages mapped while this one is multiplied
     return QuantizedMatrix{t.type, std::string_view(at, t.nbytes), t.shape[0], t.shape[1]};
 }
 
-void GgufSource::release(const std::string& name, std::size_t r0, std::size_t r1) { files_->release(tensor(name), r0, r1); }
+void GgufSource::release(const std::string& name, std::size_t r0, std::size_t r1) { dropper_.drop(tensor(name), r0, r1); }
+
+// ---- PageDropper ----------------------------------------------------------------------------
+
+PageDropper::PageDropper(std::shared_ptr<GgufFiles> files) : queue_(std::make_shared<Queue>()) {
+    queue_->files = std::move(files);
+    for (const GgufTensor& t : queue_->files->tensors()) queue_->order.push_back(&t);
+    std::sort(queue_->order.begin(), queue_->order.end(), [](const GgufTensor* a, const GgufTensor* b) {
+        return std::pair(a->file, a->offset) < std::pair(b->file, b->offset);
+    });
+}
+
+PageDropper::~PageDropper() {
+    {
+        const std::lock_guard<std::mutex> lock(queue_->mutex);
+        queue_->stop = true;
+    }
+    queue_->wake.notify_one();
+}
+
+// The thread, on the first call (--threads 1 starts none); whether it runs.
+bool PageDropper::start(std::unique_lock<std::mutex>&) {
+    Queue& q = *queue_;
+    if (!q.started && read_threads() > 1) {
+        q.started = true;
+        try {
+            std::thread([q = queue_] { serve(q); }).detach();
+            q.running = true;
+        } catch (const std::system_error&) {  // no thread (ulimit -u): the caller pages its own
+        }
+    }
+    return q.running;
+}
+
+void PageDropper::drop(const GgufTensor& t, std::size_t r0, std::size_t r1) {
+    Queue& q = *queue_;
+    std::unique_lock<std::mutex> lock(q.mutex);
+    const std::size_t bytes = t.nbytes;  // at most: a range of rows is less
+    if (!start(lock) || q.bytes + bytes > kBehind) {
+        lock.unlock();
+        return q.files->release(t, r0, r1);
+    }
+    q.ranges.push_back({&t, r0, r1, bytes, true});
+    q.bytes += bytes;
+    lock.unlock();
+    q.wake.notify_one();
+}
+
+void PageDropper::ahead_of(const GgufTensor& t) {
+    Queue& q = *queue_;
+    std::unique_lock<std::mutex> lock(q.mutex);
+    if (!start(lock)) return;
+    const auto at = std::lower_bound(q.order.begin(), q.order.end(), &t, [](const GgufTensor* a, const GgufTensor* b) {
+        return std::pair(a->file, a->offset) < std::pair(b->file, b->offset);
+    });
+    std::size_t i = std::max<std::size_t>(q.ahead, std::size_t(at - q.order.begin()) + 1), bytes = 0;
+    for (; i < q.order.size() && bytes < kAhead && q.order[i]->file == t.file; ++i) {
+        if (q.order[i]->offset >= t.offset + t.nbytes + kAhead) break;
+        q.ranges.push_back({q.order[i], 0, 0, 0, false});
+        bytes += q.order[i]->nbytes;
+    }
+    q.ahead = std::max(q.ahead, i);
+    lock.unlock();
+    q.wake.notify_one();
+}
+
+void PageDropper::serve(const std::shared_ptr<Queue>& queue) {
+    lower_thread_priority();
+    Queue& q = *queue;
+    std::unique_lock<std::mutex> lock(q.mutex);
+    for (;;) {
+        q.wake.wait(lock, [&] { return q.stop || !q.ranges.empty(); });
+        if (q.stop) return;
+        const Range r = q.ranges.front();
+        q.ranges.pop_front();
+        lock.unlock();
+        if (r.drop)
+            q.files->release(*r.tensor, r.r0, r.r1);  // a page shared with a neighbour is read again if touched
+        else
+            q.files->bytes(*r.tensor).prefetch(r.tensor->offset, r.tensor->nbytes);
+        lock.lock();
+        q.bytes -= r.bytes;
+    }
+}
 
 }  // namespace attntrace

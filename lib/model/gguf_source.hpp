@@ -14,15 +14,62 @@
 // A tensor reads dequantized as ggml dequantizes it, one layer at a time from the mapping; a type
 // it cannot read is an InputError naming the tensor and its type when the model is opened.
 // Internal to lib/model.
+#include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "attntrace/io/gguf.hpp"
 #include "family.hpp"
 #include "model_source.hpp"
 
 namespace attntrace {
+
+// The weights' pages paged by a side thread at the least priority (threads.hpp
+// lower_thread_priority) instead of by the main thread, where the second worker waited for it
+// (docs/performance.md "## GGUF weights"): those of a layer that is done, dropped
+// (GgufFiles::release, MADV_DONTNEED; ~4.5 ms of the Q8_0 bench's ~140), and those of the
+// tensors that follow one in the file, kAhead bytes of them, mapped ahead (MADV_POPULATE_READ;
+// ~6 ms) so that the products' resident() finds them mapped. At most kBehind bytes wait to be
+// dropped; past them, or with no thread (--threads 1 starts none: set_read_threads), the caller
+// drops its own. The thread is not waited for when the pager goes (a busy machine may leave it
+// unscheduled for a while): it holds the files and its queue, pages nothing more, and ends when
+// it next runs.
+class PageDropper {
+public:
+    explicit PageDropper(std::shared_ptr<GgufFiles> files);
+    ~PageDropper();
+    PageDropper(const PageDropper&) = delete;
+    PageDropper& operator=(const PageDropper&) = delete;
+    void drop(const GgufTensor& t, std::size_t r0, std::size_t r1);
+    void ahead_of(const GgufTensor& t);  // maps the tensors after T in the file, kAhead bytes
+
+private:
+    struct Range {
+        const GgufTensor* tensor;
+        std::size_t r0, r1, bytes;
+        bool drop;  // else mapped ahead
+    };
+    struct Queue {  // shared with the thread
+        std::shared_ptr<GgufFiles> files;
+        std::vector<const GgufTensor*> order;  // the tensors by file and offset
+        std::size_t ahead = 0;                 // order[.. ahead) were mapped ahead or asked for
+        std::mutex mutex;
+        std::condition_variable wake;
+        std::deque<Range> ranges;
+        std::size_t bytes = 0;  // to drop
+        bool stop = false, started = false, running = false;
+    };
+    static constexpr std::size_t kBehind = std::size_t{64} << 20, kAhead = std::size_t{16} << 20;
+    bool start(std::unique_lock<std::mutex>& lock);
+    static void serve(const std::shared_ptr<Queue>& q);
+
+    std::shared_ptr<Queue> queue_;
+};
 
 class GgufSource final : public ModelSource {
 public:
@@ -52,6 +99,7 @@ private:
     nlohmann::json config_;
     std::map<std::string, std::string> key_names_;  // config.json key -> metadata key
     std::vector<double> rope_factors_;              // rope_freqs.weight, (R/2), or empty
+    PageDropper dropper_{files_};                   // after files_, which it shares
 };
 
 }  // namespace attntrace

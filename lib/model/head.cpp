@@ -12,6 +12,7 @@
 #include "attntrace/model/norms.hpp"
 #include "attntrace/tensor/buffer.hpp"
 #include "attntrace/tensor/errors.hpp"
+#include "attntrace/tensor/timeline.hpp"
 #include "model_tensors.hpp"
 #include "products.hpp"
 
@@ -87,7 +88,9 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T*
     threads = std::min(threads, blocks);
     // the pages first, all at once (a file's shared mapping: 14 ms for 51 MB on 2 threads here,
     // against 30 ms more as page faults amid the products, docs/performance.md)
+    timeline_mark("head: populating the logits' pages");
     populate_for_writing(logits, p * v * sizeof(T), threads);
+    timeline_mark("head: products");
     const std::optional<QuantizedMatrix> quantized = quantized_head<T>(t, *w);  // multiplied as its bytes
     const T* in_file = quantized ? nullptr : t.files->in_place<T>(w->stored.name, 0, 0);  // each block's pages mapped by its task
     std::optional<QuantizedRows> x_quantized;  // X's rows quantized once for every block
@@ -112,6 +115,7 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T*
                     logits[r * v + c] = std::tanh(logits[r * v + c] / T(*m.final_softcap)) * T(*m.final_softcap);
         if (in_file || quantized) t.files->release(w->stored.name, v0, v1);
     });
+    timeline_mark("head: products done");
     return held;
 }
 

@@ -78,6 +78,22 @@ class Check:
             return None, None
         return [t["id"] for t in json.loads(r.stdout)["tokens"]], np.load(out).astype(np.float64)
 
+    def labels(self, name, file, text):
+        """`model FILE --ids` (its tokenizer read alongside the forward, for the labels alone) labels
+        the tokens and the top candidates as `model FILE --text` does (the tokenizer read first)."""
+        def trace(args):
+            r = run([self.attntrace, "model", file, "--top", "3", "--format", "json"] + args)
+            if r.returncode != 0:
+                self.fail(f"{name}: model {args[0]} exit {r.returncode}: {r.stderr.decode(errors='replace').strip()}")
+                return None
+            doc = json.loads(r.stdout)
+            return doc["tokens"], [[(c["id"], c["text"]) for c in p["top"]] for p in doc["predictions"]["positions"]]
+        by_text = trace(["--text", text])
+        by_ids = by_text and trace(["--ids", ",".join(str(t["id"]) for t in by_text[0])])
+        if by_text and by_ids and by_ids != by_text:
+            self.fail(f"{name}: model --ids labels {by_ids} differ from model --text's {by_text}")
+        return "labels " + ("equal" if by_text and by_ids == by_text else "differ")
+
     def logits(self, name, file, text, want_ids, golden):
         """The text's ids are llama.cpp's; the logits are within llama.cpp's own distance from the
         float64 forward (--dtype f64, which gguf_goldens.sh holds to the float64 reference at 1e-9)
@@ -115,6 +131,7 @@ def main():
         rows = goldens["cases"][want["same_as"]] if "same_as" in want else want
         counts = [check.group(name, file, group, texts, rows[group]) for group, texts in goldens["texts"].items()]
         counts.append(check.logits(name, file, goldens["logits_text"], want["logits_ids"], os.path.join(folder, "golden", "text_logits.npy")))
+        counts.append(check.labels(name, file, goldens["logits_text"]))
         print(f"{name}: " + ", ".join(counts))
     sys.exit(1 if check.failed else 0)
 

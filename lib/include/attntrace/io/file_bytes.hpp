@@ -46,6 +46,11 @@ public:
     // SIGBUS, which app/ turns into that same one-line error (mapped_file_at).
     const char* resident(std::size_t offset, std::size_t length) const;
 
+    // Maps the pages of bytes [OFFSET, OFFSET + LENGTH) ahead of their use (one
+    // madvise(MADV_POPULATE_READ) on the calling thread alone; nothing for a file read into
+    // memory), failures left to resident() or the faults: a side thread's read-ahead.
+    void prefetch(std::size_t offset, std::size_t length) const;
+
     // Drops the pages of bytes [OFFSET, OFFSET + LENGTH) from memory when the file is mapped (they
     // are read again from the file if touched): a tensor converted once need not stay resident.
     void release(std::size_t offset, std::size_t length) const;

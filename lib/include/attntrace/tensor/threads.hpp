@@ -62,6 +62,11 @@ private:
     bool ran_inline_ = false;
 };
 
+// Lowers the calling thread's scheduling priority to the least (nice 19): a side thread whose work
+// is wanted only later (Alongside) then runs on the cores the workers leave idle, not in their place.
+// Best effort: nothing happens where the system refuses.
+void lower_thread_priority();
+
 // Runs fn(task, worker) for task in [0, tasks) on up to `threads` workers; each worker takes the
 // next task when it is free, so a slow core or a causal block with few keys does not hold the rest.
 // worker < min(threads, tasks), so per-worker scratch sized that way is enough.
