@@ -172,6 +172,7 @@ void PageDropper::ahead_of(const GgufTensor& t) {
     const auto at = std::lower_bound(q.order.begin(), q.order.end(), &t, [](const GgufTensor* a, const GgufTensor* b) {
         return std::pair(a->file, a->offset) < std::pair(b->file, b->offset);
     });
+    q.in_use = std::max(q.in_use, std::pair(t.file, t.offset));
     std::size_t i = std::max<std::size_t>(q.ahead, std::size_t(at - q.order.begin()) + 1), bytes = 0;
     for (; i < q.order.size() && bytes < kAhead && q.order[i]->file == t.file; ++i) {
         if (q.order[i]->offset >= t.offset + t.nbytes + kAhead) break;
@@ -192,6 +193,9 @@ void PageDropper::serve(const std::shared_ptr<Queue>& queue) {
         if (q.stop) return;
         const Range r = q.ranges.front();
         q.ranges.pop_front();
+        // A tensor the products have reached is no longer ahead: mapping it now (the thread starved
+        // by other processes' load) would bring back pages its caller may have dropped itself.
+        if (!r.drop && std::pair(r.tensor->file, r.tensor->offset) <= q.in_use) continue;
         lock.unlock();
         if (r.drop)
             q.files->release(*r.tensor, r.r0, r.r1);  // a page shared with a neighbour is read again if touched

@@ -58,6 +58,7 @@ private:
         std::shared_ptr<GgufFiles> files;
         std::vector<const GgufTensor*> order;  // the tensors by file and offset
         std::size_t ahead = 0;                 // order[.. ahead) were mapped ahead or asked for
+        std::pair<std::size_t, std::size_t> in_use{0, 0};  // (file, offset) of the tensor the products last asked for
         std::mutex mutex;
         std::condition_variable wake;
         std::deque<Range> ranges;
