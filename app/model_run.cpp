@@ -409,6 +409,7 @@ ModelTrace run_sequence(const ModelSession& s, const Sequence& seq, bool write_o
     if (s.top > 0) trace.predicted = s.model.config.causal() ? "next" : "mask";
     const T* logits = result.logits ? result.logits->data() : static_cast<const T*>(o.logits_destination);
     if (logits) trace.predictions = predictions(s, logits, positions, o.all_logits);
+    timeline_mark("model: predictions read");
     auto path_or_null = [&](const std::string& p) { return write_outputs && !p.empty() ? nlohmann::json(p) : nlohmann::json(); };
     trace.outputs = {{"hidden_states", path_or_null(f.hidden_states)},
                      {"attentions", path_or_null(f.attentions)},

@@ -16,6 +16,7 @@
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/tensor/gemm.hpp"
 #include "attntrace/tensor/threads.hpp"
+#include "attntrace/tensor/timeline.hpp"
 #include "head.hpp"
 #include "model_tensors.hpp"
 #include "moe.hpp"
@@ -415,6 +416,7 @@ void ForwardPass<T>::embed(const std::vector<std::vector<std::uint32_t>>& ids, c
     }
     const SingleThreadedBlas blas;  // our workers split every product; BLAS runs inside them
     s.a.resize(ids.size(), ids.front().size());
+    timeline_mark("forward: embedding");
     attntrace::embed(s.model, ids, s.a);
     s.next = 0, s.started = true;
     s.observer.hidden_state(0, s.a.x.data(), s.a.rows(), s.a.e);
@@ -444,12 +446,14 @@ void ForwardPass<T>::run_until(std::size_t layer) {
     for (; s.next < layer; ++s.next) {
         const std::size_t n = s.next;
         load_block(*s.model.tensors, n, s.w);
+        timeline_mark("forward: a layer's weights mapped");
         block(m, s.w, n, s.a, s.options, s.observer);
         release_block(*s.model.tensors, n);
         if (n + 1 == m.layers.size()) {
             report_site(s.observer, Site::resid_final, m.layers.size(), s.a.x, s.a);
             s.w = {};  // the head's blocks take its place
             final_norm_rows(s.model, s.a.x.data(), s.a.rows(), s.a.threads);
+            timeline_mark("forward: every layer run");
         }
         s.observer.hidden_state(n + 1, s.a.x.data(), s.a.rows(), s.a.e);
     }
