@@ -363,7 +363,8 @@ void project_rows(const T* x, std::size_t rows, const WeightInPlace<T>& w, const
         return;
     }
     // the same split with or without ROWS_DONE, so a streamed output has the same bits as one written whole
-    const auto [chunks, per] = row_chunks(rows, threads);
+    const auto [chunks, per_chunk] = row_chunks(rows, threads);
+    const std::size_t per = per_chunk;  // clang before 16 cannot capture a structured binding in a lambda
     parallel_for(chunks, threads, [&](std::size_t c, std::size_t) {
         const std::size_t r0 = c * per, r1 = std::min(rows, r0 + per);
         if (r0 >= r1) return;
@@ -377,7 +378,8 @@ void project_rows_split(const T* x, std::size_t rows, const WeightInPlace<T>& w,
                         T* y1, T* y2, std::size_t threads) {
     // two chunks per worker (no ROWS_DONE to overlap): each chunk packs all of W again (medians of
     // 21 interleaved runs at L = 4096: 2 per worker 0.5-2 ms under 4, level with 1)
-    const auto [chunks, per] = row_chunks(rows, threads, 2);
+    const auto [chunks, per_chunk] = row_chunks(rows, threads, 2);
+    const std::size_t per = per_chunk;  // as in project_rows
     parallel_for(chunks, threads, [&](std::size_t c, std::size_t) {
         const std::size_t r0 = c * per, r1 = std::min(rows, r0 + per);
         if (r0 >= r1) return;
