@@ -91,7 +91,7 @@ std::string choose_attention_kernel() {
     const char* word = std::getenv("ATTNTRACE_ATTENTION_KERNEL");
     if (!word || !*word) return "";
     const auto kernel = attntrace::attention_kernel_named(word);
-    if (!kernel) return std::string("ATTNTRACE_ATTENTION_KERNEL: '") + word + "' is not one of best, blas, avx512";
+    if (!kernel) return std::string("ATTNTRACE_ATTENTION_KERNEL: '") + word + "' is not one of best, blas, avx512, amx";
     try {
         attntrace::set_attention_kernel(*kernel);
     } catch (const attntrace::UsageError& e) {
@@ -119,15 +119,15 @@ std::string choose_gemm_kernel() {
     return std::string("ATTNTRACE_GEMM_KERNEL: '") + word + "' is not one of best, scalar, avx2, avx512_vnni, amx";
 }
 
-// ATTNTRACE_WEIGHT_GEMM=best|blas|avx512 chooses the float32 products by a layer's weights
-// (tensor/weight_gemm.hpp): our own AVX-512 kernels or OpenBLAS, for comparing them; an empty or
+// ATTNTRACE_WEIGHT_GEMM=best|blas|avx512|amx chooses the float32 products by a layer's weights
+// (tensor/weight_gemm.hpp): our own AMX or AVX-512 kernels or OpenBLAS, for comparing them; an empty or
 // unset variable is `best`. Returns the error message, or "".
 std::string choose_weight_gemm() {
     const char* word = std::getenv("ATTNTRACE_WEIGHT_GEMM");
     if (!word || !*word) return "";
     attntrace::WeightGemm kernel{};
     if (!attntrace::weight_gemm_named(word, kernel))
-        return std::string("ATTNTRACE_WEIGHT_GEMM: '") + word + "' is not one of best, blas, avx512";
+        return std::string("ATTNTRACE_WEIGHT_GEMM: '") + word + "' is not one of best, blas, avx512, amx";
     try {
         attntrace::set_weight_gemm(kernel);
     } catch (const attntrace::UsageError& e) {

@@ -1,9 +1,14 @@
-// weight_product's dispatch (weight_gemm.hpp): the AVX-512 kernels where the CPU has them and the
-// switch (ATTNTRACE_WEIGHT_GEMM in app/main.cpp) leaves them on.
+// weight_product's dispatch (weight_gemm.hpp): the AMX and AVX-512 kernels where the CPU has them
+// and the switch (ATTNTRACE_WEIGHT_GEMM in app/main.cpp) leaves them on.
 #include "attntrace/tensor/weight_gemm.hpp"
 
 #include <atomic>
 #include <utility>
+#if ATTNTRACE_WEIGHT_GEMM_X86
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "attntrace/tensor/errors.hpp"
 
@@ -13,22 +18,42 @@ namespace weight_kernels {
 // weight_gemm_avx512.cpp, compiled with AVX-512F (x86-64 only).
 void product_avx512(const float* x, std::size_t ldx, std::size_t rows, std::size_t in, const float* w,
                     std::size_t ldw, bool conv1d, std::size_t out, float beta, float* y, std::size_t ldy);
+// weight_gemm_amx.cpp, compiled with AMX-BF16 and AVX-512BW; false where it declined (beta not 0 or 1).
+bool product_amx(const float* x, std::size_t ldx, std::size_t rows, std::size_t in, const float* w,
+                 std::size_t ldw, bool conv1d, std::size_t out, float beta, float* y, std::size_t ldy);
 }  // namespace weight_kernels
 
 namespace {
 
 std::atomic<WeightGemm> chosen{WeightGemm::best};
 
+#if ATTNTRACE_WEIGHT_GEMM_X86
+// Whether the CPU has AMX-TILE and AMX-BF16 (CPUID 7: EDX bits 24, 22) beside AVX-512F and BW, and
+// Linux lets this process use the tile data (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA,
+// Linux 5.16 on; asked once).
+bool amx_bf16_usable() {
+    static const bool usable = [] {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw")) return false;
+        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22))) return false;
+        constexpr long arch_req_xcomp_perm = 0x1023, xfeature_xtiledata = 18;
+        return syscall(SYS_arch_prctl, arch_req_xcomp_perm, xfeature_xtiledata) == 0;
+    }();
+    return usable;
+}
+#endif
+
 bool cpu_runs(WeightGemm kernel) {
 #if ATTNTRACE_WEIGHT_GEMM_X86
     __builtin_cpu_init();
     if (kernel == WeightGemm::avx512) return __builtin_cpu_supports("avx512f");
+    if (kernel == WeightGemm::amx) return amx_bf16_usable();
 #endif
     return kernel == WeightGemm::blas || kernel == WeightGemm::best;
 }
 
 constexpr std::pair<WeightGemm, const char*> kNames[] = {
-    {WeightGemm::best, "best"}, {WeightGemm::blas, "blas"}, {WeightGemm::avx512, "avx512"}};
+    {WeightGemm::best, "best"}, {WeightGemm::blas, "blas"}, {WeightGemm::avx512, "avx512"}, {WeightGemm::amx, "amx"}};
 
 }  // namespace
 
@@ -41,8 +66,8 @@ void set_weight_gemm(WeightGemm kernel) {
 WeightGemm weight_gemm() {
     const WeightGemm k = chosen;
     if (k != WeightGemm::best) return k;
-    static const bool avx512 = cpu_runs(WeightGemm::avx512);
-    return avx512 ? WeightGemm::avx512 : WeightGemm::blas;
+    static const bool amx = cpu_runs(WeightGemm::amx), avx512 = cpu_runs(WeightGemm::avx512);
+    return amx ? WeightGemm::amx : avx512 ? WeightGemm::avx512 : WeightGemm::blas;
 }
 
 std::string weight_gemm_name(WeightGemm kernel) {
@@ -60,12 +85,19 @@ bool weight_gemm_named(const std::string& name, WeightGemm& kernel) {
 bool weight_product(const float* x, std::size_t ldx, std::size_t rows, std::size_t in, const float* w,
                     std::size_t ldw, bool conv1d, std::size_t out, float beta, float* y, std::size_t ldy) {
 #if ATTNTRACE_WEIGHT_GEMM_X86
-    // Past a few hundred rows OpenBLAS's packing pays for itself and its sgemm is the faster
-    // (tests/bench/weight_gemm: 0.92-1.05x at 512 rows, 0.7-0.8x at 2048, 1.0-1.13x at 256 and
-    // 384, one thread, Xeon Sapphire Rapids): `best` keeps our kernels to 384 rows.
-    constexpr std::size_t kBestRowsMost = 384;
-    if (weight_gemm() != WeightGemm::avx512 || (chosen == WeightGemm::best && rows > kBestRowsMost)) return false;
+    // tests/bench/weight_gemm, one thread, Xeon Sapphire Rapids (docs/performance.md, "The whole
+    // model's ceiling"): past a few hundred rows OpenBLAS's packing pays for itself and its sgemm is
+    // faster than the AVX-512 kernel (0.92-1.05x at 512 rows, 0.7-0.8x at 2048, 1.0-1.13x at 256 and
+    // 384), so `best` keeps that kernel to 384 rows; the AMX kernel is faster than both from 32 rows
+    // up to any count (1.3-1.5x OpenBLAS at 256 and 2048 rows), and below them it splits more of W
+    // than it multiplies, so `best` leaves fewer rows to the AVX-512 kernel.
+    constexpr std::size_t kBestRowsMost = 384, kAmxRowsLeast = 32;
+    const WeightGemm kernel = weight_gemm();
+    const bool best = chosen == WeightGemm::best;
+    const bool on_amx = kernel == WeightGemm::amx && (!best || rows >= kAmxRowsLeast);
+    if (kernel == WeightGemm::blas || (!on_amx && best && rows > kBestRowsMost)) return false;
     if (rows == 0 || out == 0) return true;
+    if (on_amx && weight_kernels::product_amx(x, ldx, rows, in, w, ldw, conv1d, out, beta, y, ldy)) return true;
     weight_kernels::product_avx512(x, ldx, rows, in, w, ldw, conv1d, out, beta, y, ldy);
     return true;
 #else

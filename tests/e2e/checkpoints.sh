@@ -143,12 +143,12 @@ fi
 
 # ---- issue 36: soft-capping on both attention kernels, the new families' plans ------------------
 # on_both_kernels NAME GOLDEN OUT COMMAND...: COMMAND (writing OUT) under the blas and the avx512
-# kernels, OUT compared with GOLDEN; a kernel this CPU lacks is said and skipped.
-# KERNEL_VAR names the variable that chooses (default ATTNTRACE_ATTENTION_KERNEL).
+# kernels (or those KERNELS names), OUT compared with GOLDEN; a kernel this CPU lacks is said and
+# skipped. KERNEL_VAR names the variable that chooses (default ATTNTRACE_ATTENTION_KERNEL).
 on_both_kernels() {
     local name=$1 golden=$2 out=$3 kernel rc var=${KERNEL_VAR:-ATTNTRACE_ATTENTION_KERNEL}
     shift 3
-    for kernel in blas avx512; do
+    for kernel in ${KERNELS:-blas avx512}; do
         rc=0
         env "$var=$kernel" "$@" < /dev/null 2> "$work/stderr" || rc=$?
         if [[ $rc == 2 ]] && grep -q "cannot run" "$work/stderr"; then
@@ -162,9 +162,9 @@ on_both_kernels() {
 }
 # the weight products on both their kernels (ATTNTRACE_WEIGHT_GEMM, tensor/weight_gemm.hpp): GPT-2's
 # Conv1D (in, out) weights and llama's (out, in) ones, each layer's golden output.
-KERNEL_VAR=ATTNTRACE_WEIGHT_GEMM on_both_kernels gpt2-weights "$MODELS/gpt2/golden/output_L1.npy" "$work/w.npy" \
+KERNELS="blas avx512 amx" KERNEL_VAR=ATTNTRACE_WEIGHT_GEMM on_both_kernels gpt2-weights "$MODELS/gpt2/golden/output_L1.npy" "$work/w.npy" \
     "$ATTNTRACE" mha --model "$MODELS/gpt2" --layer 1 -q "$MODELS/gpt2/golden/hidden_L1.npy" --trace none -o "$work/w.npy"
-KERNEL_VAR=ATTNTRACE_WEIGHT_GEMM on_both_kernels llama-weights "$MODELS/llama/golden/output_L1.npy" "$work/w.npy" \
+KERNELS="blas avx512 amx" KERNEL_VAR=ATTNTRACE_WEIGHT_GEMM on_both_kernels llama-weights "$MODELS/llama/golden/output_L1.npy" "$work/w.npy" \
     "$ATTNTRACE" mha --model "$MODELS/llama" --layer 1 -q "$MODELS/llama/golden/hidden_L1.npy" --trace none -o "$work/w.npy"
 # gemma2's layer 0 soft-caps its scores (3.0) under a window of 3: the tiled path (no weights kept)
 # must give the golden output whichever kernel is chosen (the fused one leaves capping to BLAS).

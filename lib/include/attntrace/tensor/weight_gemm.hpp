@@ -2,8 +2,9 @@
 // A float32 product of our own for a layer's weights: Y (rows, out) := X (rows, in) · Wᵀ + beta · Y
 // with few rows (a forward's positions) against a large weight, read where it lies, without the
 // packing pass OpenBLAS makes over every weight panel (docs/performance.md, "The whole model's
-// ceiling"). AVX-512F kernels (weight_gemm_avx512.cpp) on a CPU that has it; elsewhere, or when
-// switched to OpenBLAS, weight_product returns false and the caller runs gemm().
+// ceiling"). AMX (weight_gemm_amx.cpp) and AVX-512F kernels (weight_gemm_avx512.cpp) on a CPU that
+// has them; elsewhere, or when switched to OpenBLAS, weight_product returns false and the caller
+// runs gemm().
 #include <cstddef>
 #include <string>
 #include <type_traits>
@@ -12,17 +13,20 @@
 
 namespace attntrace {
 
-// best: the AVX-512 kernels where the CPU has AVX-512F and a product has at most 384 rows (more
-// amortize OpenBLAS's packing, whose sgemm is then the faster), else OpenBLAS; blas: always OpenBLAS;
-// avx512: the AVX-512 kernels (set_weight_gemm refuses it on a CPU without AVX-512F).
-enum class WeightGemm { best, blas, avx512 };
+// best: the AMX kernel (float32 products at float32 accuracy on the AMX-BF16 unit, each float split
+// into three bfloat16: weight_gemm_amx.cpp) where the CPU and Linux allow it and a product has 32
+// rows or more; else the AVX-512 kernels where the CPU has AVX-512F and a product has at most 384
+// rows (more amortize OpenBLAS's packing, whose sgemm is then the faster); else OpenBLAS. blas:
+// always OpenBLAS; avx512: the AVX-512 kernels; amx: the AMX kernel on every product (set_weight_gemm
+// refuses either on a CPU without it). A product with beta other than 0 or 1 goes from amx to avx512.
+enum class WeightGemm { best, blas, avx512, amx };
 
 // Throws UsageError when this CPU cannot run KERNEL.
 void set_weight_gemm(WeightGemm kernel);
-// The kernel products run now (best resolved: blas or avx512).
+// The kernel products run now (best resolved: blas, avx512 or amx).
 WeightGemm weight_gemm();
 std::string weight_gemm_name(WeightGemm kernel);
-// The kernel named NAME ("best", "blas", "avx512"), or false when there is none.
+// The kernel named NAME ("best", "blas", "avx512", "amx"), or false when there is none.
 bool weight_gemm_named(const std::string& name, WeightGemm& kernel);
 
 // Y (ROWS, OUT) with leading dim LDY := X (ROWS, IN) at LDX · Wᵀ + BETA · Y (BETA 0: Y is not read),
