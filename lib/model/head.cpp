@@ -72,17 +72,20 @@ void final_norm_rows(const Model& model, T* x, std::size_t rows, std::size_t thr
     add_and_norm(x, nullptr, nullptr, x, rows, model.config.hidden, norm_of(f.kind, f.eps, f.weight, f.bias), threads);
 }
 
-// In blocks of kHeadRows vocabulary rows, one block per task, each worker converting its block into
+// In blocks of head_rows vocabulary rows, one block per task, each worker converting its block into
 // its own buffer, or reading it in place when the file holds it as T, its pages dropped after.
 template <class T>
 Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T* destination, bool capped) {
-    constexpr std::size_t kHeadRows = 512;
     const ModelConfig& m = model.config;
     const ModelTensors& t = *model.tensors;
     const Array<T> x = m.head == Head::masked_lm ? mlm_transform(model, final, threads) : final;
     const ModelTensor* w = &head_weight(model);
     const auto bias = load_small<T>(t, t.head, Canonical::head_bias);
-    const std::size_t p = x.shape()[0], e = m.hidden, v = m.vocab, blocks = (v + kHeadRows - 1) / kHeadRows;
+    const std::optional<QuantizedMatrix> quantized = quantized_head<T>(t, *w);  // multiplied as its bytes
+    // 1024 rows a block for float weights: each product splits X for the AMX kernel again
+    // (tensor/weight_gemm.hpp), and 512 spent a third of the head's splitting on X (5 ms here)
+    const std::size_t head_rows = quantized ? 512 : 1024;
+    const std::size_t p = x.shape()[0], e = m.hidden, v = m.vocab, blocks = (v + head_rows - 1) / head_rows;
     Array<T> held;  // empty when the caller gave the (P, V) logits their place
     T* logits = destination ? destination : (held = Array<T>::from_shape({p, v})).data();
     threads = std::min(threads, blocks);
@@ -91,14 +94,13 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T*
     timeline_mark("head: populating the logits' pages");
     populate_for_writing(logits, p * v * sizeof(T), threads);
     timeline_mark("head: products");
-    const std::optional<QuantizedMatrix> quantized = quantized_head<T>(t, *w);  // multiplied as its bytes
     const T* in_file = quantized ? nullptr : t.files->in_place<T>(w->stored.name, 0, 0);  // each block's pages mapped by its task
     std::optional<QuantizedRows> x_quantized;  // X's rows quantized once for every block
     if constexpr (std::is_same_v<T, float>)
         if (quantized) x_quantized = quantize_rows(quantized->type, x.data(), p, e, threads);
-    std::vector<std::vector<T>> staged(in_file || quantized ? 0 : threads, std::vector<T>(kHeadRows * e));
+    std::vector<std::vector<T>> staged(in_file || quantized ? 0 : threads, std::vector<T>(head_rows * e));
     parallel_for(blocks, threads, [&](std::size_t blk, std::size_t worker) {
-        const std::size_t v0 = blk * kHeadRows, v1 = std::min(v, v0 + kHeadRows);
+        const std::size_t v0 = blk * head_rows, v1 = std::min(v, v0 + head_rows);
         if constexpr (std::is_same_v<T, float>)
             if (quantized) quantized_product(quantized->row_range(v0, v1), *x_quantized, logits + v0, v, 1);
         if (!quantized) {
