@@ -88,13 +88,15 @@ __m512i high_halves(__m512i lo, __m512i hi) {
     return _mm512_permutex2var_epi16(lo, odd, hi);
 }
 
-bool finite(__m512 v) { return _mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(INFINITY), _CMP_LT_OQ) == 0xffff; }
+__mmask16 finite_mask(__m512 v) { return _mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(INFINITY), _CMP_LT_OQ); }
+bool finite(__m512 v) { return finite_mask(v) == 0xffff; }
 
 // A: X's ROWS × IN split, tiles [row tile][k tile][piece] of 16 rows × 32 bfloat16 (zeros past
-// ROWS, padded to whole blocks of 32 rows, and past IN).
-void split_rows(const float* x, std::size_t ldx, std::size_t rows, std::size_t in, std::size_t k_tiles,
+// ROWS, padded to whole blocks of 32 rows, and past IN). False when X holds a non-finite value.
+bool split_rows(const float* x, std::size_t ldx, std::size_t rows, std::size_t in, std::size_t k_tiles,
                 std::uint16_t* a) {
     const std::size_t row_tiles = (rows + kBlockRows - 1) / kBlockRows * 2;
+    __mmask16 finite_lanes = 0xffff;
     for (std::size_t rt = 0; rt < row_tiles; ++rt)
         for (std::size_t kt = 0; kt < k_tiles; ++kt)
             for (std::size_t i = 0; i < kTileRows; ++i) {
@@ -104,11 +106,13 @@ void split_rows(const float* x, std::size_t ldx, std::size_t rows, std::size_t i
                     for (std::size_t h = 0; h < 2; ++h)
                         if (k + 16 * h < in)
                             v[h] = _mm512_maskz_loadu_ps(first_lanes(in - k - 16 * h), x + r * ldx + k + 16 * h);
+                finite_lanes &= finite_mask(v[0]) & finite_mask(v[1]);
                 const Pieces lo = split(v[0]), hi = split(v[1]);
                 for (std::size_t p = 0; p < kPieces; ++p)
                     _mm512_store_si512(a + ((rt * k_tiles + kt) * kPieces + p) * kTileWords + i * kTileK,
                                        high_halves(lo.p[p], hi.p[p]));
             }
+    return finite_lanes == 0xffff;
 }
 
 // R[16] (dwords) := its transpose.
@@ -288,15 +292,6 @@ void panel_products(const std::uint16_t* a, std::size_t rows, std::size_t k_tile
     }
 }
 
-bool finite_rows(const float* x, std::size_t ldx, std::size_t rows, std::size_t in) {
-    __mmask16 bad = 0;
-    for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t k = 0; k < in; k += 16)
-            bad |= _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_maskz_loadu_ps(first_lanes(in - k), x + r * ldx + k)),
-                                      _mm512_set1_ps(INFINITY), _CMP_NLT_UQ);
-    return bad == 0;
-}
-
 // A 64-byte aligned store of N bfloat16 for this thread (the tiles' rows are 64 bytes).
 std::uint16_t* tile_store(std::vector<std::uint16_t>& v, std::size_t n) {
     v.resize(n + 32);
@@ -312,7 +307,10 @@ void block_products(const float* x, std::size_t ldx, std::size_t rows, std::size
     std::uint16_t* a = tile_store(a_store, row_tiles * k_tiles * kPieces * kTileWords);
     const std::size_t panel_words = k_tiles * kPieces * 2 * kTileWords;
     std::uint16_t* b = tile_store(b_store, kWideCols / kPanelCols * panel_words);
-    split_rows(x, ldx, rows, kc, k_tiles, a);
+    if (!split_rows(x, ldx, rows, kc, k_tiles, a)) {  // a non-finite input: float32 arithmetic for this block
+        product_avx512(x, ldx, rows, kc, w, ldw, conv1d, out, add ? 1.0f : 0.0f, y, ldy);
+        return;
+    }
     for (std::size_t n = 0; n < out; n += kWideCols) {
         const std::size_t cols = std::min(kWideCols, out - n);
         if (split_wide(conv1d ? w + n : w + n * ldw, ldw, conv1d, kc, cols, k_tiles, b)) {
@@ -331,22 +329,17 @@ void block_products(const float* x, std::size_t ldx, std::size_t rows, std::size
 
 // Y (ROWS, OUT) := X · Wᵀ + BETA · Y on the tile unit, X's rows kRowBlock at a time and k kChunkK at
 // a time (the block's split X and a panel's split W stay in L2); false, having done nothing, where
-// BETA is neither 0 nor 1 (the caller runs the FMA kernel). A block of rows of X holding a non-finite
-// value, or a panel of W, is multiplied by the FMA kernel.
+// BETA is neither 0 nor 1 (the caller runs the FMA kernel). A block of X (rows and k) holding a
+// non-finite value, or a block of W's columns, is multiplied by the FMA kernel (from that block of k
+// on, added to what the tiles summed before it: Inf and NaN come out as float32 arithmetic gives them).
 bool product_amx(const float* x, std::size_t ldx, std::size_t rows, std::size_t in, const float* w,
                  std::size_t ldw, bool conv1d, std::size_t out, float beta, float* y, std::size_t ldy) {
     if (beta != 0.0f && beta != 1.0f) return false;
     for (std::size_t r = 0; r < rows; r += kRowBlock) {
-        const std::size_t nr = std::min(kRowBlock, rows - r);
-        const float* xr = x + r * ldx;
-        if (!finite_rows(xr, ldx, nr, in)) {
-            product_avx512(xr, ldx, nr, in, w, ldw, conv1d, out, beta, y + r * ldy, ldy);
-            continue;
-        }
         _tile_loadconfig(&the_tile_config);
         for (std::size_t k = 0; k < std::max<std::size_t>(in, 1); k += kChunkK)
-            block_products(xr + k, ldx, nr, std::min(kChunkK, in - k), conv1d ? w + k * ldw : w + k, ldw, conv1d, out,
-                           k > 0 || beta == 1.0f, y + r * ldy, ldy);
+            block_products(x + r * ldx + k, ldx, std::min(kRowBlock, rows - r), std::min(kChunkK, in - k),
+                           conv1d ? w + k * ldw : w + k, ldw, conv1d, out, k > 0 || beta == 1.0f, y + r * ldy, ldy);
         _tile_release();
     }
     return true;

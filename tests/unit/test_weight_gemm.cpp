@@ -100,8 +100,8 @@ namespace {
 // Y := X · Wᵀ with one non-finite value VALUE placed at X[XR, XK] or (XR < 0) W[WN, WK]: the AMX
 // kernel's Y equals the AVX-512 kernel's (float32 arithmetic) where that is non-finite, and within
 // float32 rounding elsewhere.
-void check_non_finite(bool conv1d, float value, bool in_x, std::size_t at_row, std::size_t at_k) {
-    const std::size_t rows = 40, in = 100, out = 70;
+void check_non_finite(bool conv1d, float value, bool in_x, std::size_t at_row, std::size_t at_k, std::size_t in = 100) {
+    const std::size_t rows = 40, out = 70;
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     std::vector<float> x(rows * in), w(in * out), y_amx(rows * out), y_fma(rows * out);
@@ -136,6 +136,8 @@ TEST_CASE("weight_product, AMX: Inf and NaN in X or W give float32's Inf and NaN
         for (const float value : {INFINITY, -INFINITY, NAN}) {
             check_non_finite(conv1d, value, true, 3, 50);
             check_non_finite(conv1d, value, false, 33, 99);
+            check_non_finite(conv1d, value, true, 39, 900, 1000);  // in the second block of k: the tiles' sums before it kept
+            check_non_finite(conv1d, value, false, 69, 999, 1000);
         }
 }
 
