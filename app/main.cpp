@@ -75,6 +75,14 @@ extern "C" void on_signal(int sig) {
 }
 
 // "attntrace 0.1.0", then the OpenBLAS it computes with and the kernels it runs (for bug reports).
+// What multiplies by a layer's weights (tensor/weight_gemm.hpp), for --version.
+std::string weight_products_text() {
+    const attntrace::WeightGemm kernel = attntrace::weight_gemm();
+    if (kernel == attntrace::WeightGemm::blas) return "OpenBLAS products";
+    if (kernel == attntrace::WeightGemm::avx512) return "avx512";
+    return "amx (float32 by bfloat16 split)";
+}
+
 std::string version_text() {
     const auto replaced = attntrace::blas_core_replaced();
     const auto kernel = attntrace::attention_kernel();
@@ -82,7 +90,8 @@ std::string version_text() {
            (replaced ? " (runs " + attntrace::blas_core_name() + " kernels: OpenBLAS chose generic " + *replaced + ")" : "") +
            "\nattention kernels: " +
            (kernel == attntrace::AttentionKernel::blas ? std::string("OpenBLAS products")
-                                                       : "fused " + attntrace::attention_kernel_name(kernel));
+                                                       : "fused " + attntrace::attention_kernel_name(kernel)) +
+           "\nweight products: " + weight_products_text();
 }
 
 // ATTNTRACE_ATTENTION_KERNEL=best|blas|avx512 chooses the attention kernels (attention.hpp),

@@ -23,6 +23,15 @@ fi
 ATTNTRACE_WEIGHT_GEMM=fast run 2 "$A" --version
 error_line "ATTNTRACE_WEIGHT_GEMM" "'fast' is not one of best, blas, avx512"
 ATTNTRACE_WEIGHT_GEMM=blas run 0 "$A" --version
+[ "$(sed -n 4p "$W/out")" = "weight products: OpenBLAS products" ] || fail "ATTNTRACE_WEIGHT_GEMM=blas: '$(sed -n 4p "$W/out")'"
+# the fourth line: the weight products' kernel, AMX where the CPU has AMX-BF16 (and Linux grants it)
+if grep -qw amx_bf16 /proc/cpuinfo; then weights="amx (float32 by bfloat16 split)"; elif grep -qw avx512f /proc/cpuinfo; then weights=avx512; else weights="OpenBLAS products"; fi
+run 0 env -u ATTNTRACE_WEIGHT_GEMM "$A" --version
+[ "$(sed -n 4p "$W/out")" = "weight products: $weights" ] || fail "--version's weight products: '$(sed -n 4p "$W/out")', expected '$weights'"
+if ! grep -qw amx_bf16 /proc/cpuinfo; then
+    ATTNTRACE_WEIGHT_GEMM=amx run 2 "$A" --version
+    error_line "this CPU cannot run the amx kernels"
+fi
 if ! grep -qw avx512f /proc/cpuinfo; then
     ATTNTRACE_WEIGHT_GEMM=avx512 run 2 "$A" --version
     error_line "this CPU cannot run the avx512 kernels"
