@@ -16,13 +16,8 @@
 #include <stdexcept>
 #include <utility>
 
-#if ATTNTRACE_GGML_X86
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
-
 #include "attntrace/io/ggml_types.hpp"
+#include "attntrace/tensor/amx.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/tensor/threads.hpp"
 #include "ggml_matmul_kernels.hpp"
@@ -294,16 +289,6 @@ constexpr std::pair<GemmKernel, const char*> kGemmNames[] = {
     {GemmKernel::best, "best"}, {GemmKernel::scalar, "scalar"}, {GemmKernel::avx2, "avx2"},
     {GemmKernel::avx512_vnni, "avx512_vnni"}, {GemmKernel::amx, "amx"}};
 
-#if ATTNTRACE_GGML_X86
-// Whether the CPU has AMX-TILE and AMX-INT8 (CPUID 7: EDX bits 24, 25) and Linux lets this process
-// use the tile data (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, Linux 5.16 on).
-bool amx_usable() {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25))) return false;
-    constexpr long arch_req_xcomp_perm = 0x1023, xfeature_xtiledata = 18;
-    return syscall(SYS_arch_prctl, arch_req_xcomp_perm, xfeature_xtiledata) == 0;
-}
-#endif
 
 }  // namespace
 
@@ -554,7 +539,7 @@ bool gemm_kernel_runs(GemmKernel kernel) {
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
     if (kernel == GemmKernel::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     if (kernel == GemmKernel::amx) {
-        static const bool amx = amx_usable();  // asked once: CPUID traps in a VM
+        static const bool amx = amx_usable(AmxFeature::int8);  // asked once: CPUID traps in a VM
         return amx && gemm_kernel_runs(GemmKernel::avx512_vnni);
     }
 #endif

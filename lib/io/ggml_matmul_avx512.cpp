@@ -4,6 +4,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "attntrace/tensor/amx.hpp"
 #include "ggml_matmul_tile.hpp"
 
 namespace attntrace::ggml {
@@ -148,13 +149,6 @@ struct Avx512 {
 //
 // Tiles: C 0 (group 0 x weights 0-15), 1 (group 0 x 16-31), 2 (group 1 x 0-15), 3 (group 1 x
 // 16-31); A 4 (group 0), 5 (group 1); B 6 (weights 0-15), 7 (weights 16-31).
-
-struct alignas(64) TileConfig {
-    std::uint8_t palette = 1, start_row = 0;
-    std::uint8_t reserved[14] = {};
-    std::uint16_t colsb[16] = {};
-    std::uint8_t rows[16] = {};
-};
 
 constexpr TileConfig tile_config() {
     TileConfig c;

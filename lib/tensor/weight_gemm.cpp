@@ -4,11 +4,8 @@
 
 #include <atomic>
 #include <utility>
-#if ATTNTRACE_WEIGHT_GEMM_X86
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
+
+#include "attntrace/tensor/amx.hpp"
 
 #include "attntrace/tensor/errors.hpp"
 
@@ -28,17 +25,10 @@ namespace {
 std::atomic<WeightGemm> chosen{WeightGemm::best};
 
 #if ATTNTRACE_WEIGHT_GEMM_X86
-// Whether the CPU has AMX-TILE and AMX-BF16 (CPUID 7: EDX bits 24, 22) beside AVX-512F and BW, and
-// Linux lets this process use the tile data (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA,
-// Linux 5.16 on; asked once).
+// Whether the CPU has AMX-BF16 beside AVX-512F and BW and Linux grants the tile data (asked once).
 bool amx_bf16_usable() {
-    static const bool usable = [] {
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw")) return false;
-        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22))) return false;
-        constexpr long arch_req_xcomp_perm = 0x1023, xfeature_xtiledata = 18;
-        return syscall(SYS_arch_prctl, arch_req_xcomp_perm, xfeature_xtiledata) == 0;
-    }();
+    static const bool usable = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                               amx_usable(AmxFeature::bf16);
     return usable;
 }
 #endif

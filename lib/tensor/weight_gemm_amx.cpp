@@ -30,6 +30,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "attntrace/tensor/amx.hpp"
+#include "avx512_transpose.hpp"
+
 namespace attntrace::weight_kernels {
 
 void product_avx512(const float* x, std::size_t ldx, std::size_t rows, std::size_t in, const float* w,
@@ -51,12 +54,6 @@ constexpr std::size_t kRowBlock = 256;  // rows of X split at a time
 // The pieces multiplied, as (piece of X, piece of W), grouped by X's piece so its tiles load once.
 constexpr std::size_t kTerms[][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}, {2, 0}};
 
-struct alignas(64) TileConfig {
-    std::uint8_t palette = 1, start_row = 0;
-    std::uint8_t reserved[14] = {};
-    std::uint16_t colsb[16] = {};
-    std::uint8_t rows[16] = {};
-};
 constexpr TileConfig tile_config() {  // 0-3: C (16, 16) float; 4-5: A (16, 32) bf16; 6-7: B (16, 16 x 2) bf16
     TileConfig c;
     for (int t = 0; t < 8; ++t) c.colsb[t] = 64, c.rows[t] = 16;
@@ -113,29 +110,6 @@ bool split_rows(const float* x, std::size_t ldx, std::size_t rows, std::size_t i
                                        high_halves(lo.p[p], hi.p[p]));
             }
     return finite_lanes == 0xffff;
-}
-
-// R[16] (dwords) := its transpose.
-void transpose16(__m512i (&r)[16]) {
-    __m512i t[16];
-    for (std::size_t i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (std::size_t i = 0; i < 16; i += 4) {
-        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    for (std::size_t j = 0; j < 4; ++j) {
-        const __m512i u0 = _mm512_shuffle_i32x4(r[j], r[4 + j], 0x44), u1 = _mm512_shuffle_i32x4(r[j], r[4 + j], 0xEE);
-        const __m512i v0 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0x44);
-        const __m512i v1 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0xEE);
-        t[j] = _mm512_shuffle_i32x4(u0, v0, 0x88), t[4 + j] = _mm512_shuffle_i32x4(u0, v0, 0xDD);
-        t[8 + j] = _mm512_shuffle_i32x4(u1, v1, 0x88), t[12 + j] = _mm512_shuffle_i32x4(u1, v1, 0xDD);
-    }
-    for (std::size_t i = 0; i < 16; ++i) r[i] = t[i];
 }
 
 // B tile's address: [panel][k tile][piece][column tile of the panel], 16 k-pairs × 16 columns × 2

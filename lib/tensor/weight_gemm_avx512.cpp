@@ -18,6 +18,8 @@
 #include <cstddef>
 #include <utility>
 
+#include "avx512_transpose.hpp"
+
 namespace attntrace::weight_kernels {
 namespace {
 
@@ -75,29 +77,6 @@ void pack_panel(const float* w, std::size_t ldw, std::size_t kc, std::size_t col
         for (std::size_t c = 0; c < kPanelCols; c += kLanes)
             _mm512_storeu_ps(wp + k * kPanelCols + c,
                              _mm512_maskz_loadu_ps(first_lanes(cols > c ? cols - c : 0), w + k * ldw + c));
-}
-
-// R[16] := its transpose (R[i] lane j becomes R[j] lane i).
-void transpose16(__m512 (&r)[kLanes]) {
-    __m512 t[kLanes];
-    for (std::size_t i = 0; i < kLanes; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);  // each 128-bit lane: a0 b0 a1 b1
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);  // a2 b2 a3 b3
-    }
-    for (std::size_t i = 0; i < kLanes; i += 4) {  // r[i + j]: rows i .. i+3, element j of each lane
-        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
-        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
-        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
-    for (std::size_t j = 0; j < 4; ++j) {  // lane L of r[4 g + j]: rows 4g .. 4g+3 at element 4L + j
-        const __m512 u0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x44), u1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xEE);
-        const __m512 v0 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x44);
-        const __m512 v1 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xEE);
-        t[j] = _mm512_shuffle_f32x4(u0, v0, 0x88), t[4 + j] = _mm512_shuffle_f32x4(u0, v0, 0xDD);
-        t[8 + j] = _mm512_shuffle_f32x4(u1, v1, 0x88), t[12 + j] = _mm512_shuffle_f32x4(u1, v1, 0xDD);
-    }
-    for (std::size_t i = 0; i < kLanes; ++i) r[i] = t[i];
 }
 
 // WP (KC, 48) := W[0:COLS, 0:KC]ᵀ, W (out, in) at LDW, zeros past COLS: 16 × 16 blocks transposed.
