@@ -15,12 +15,13 @@
 // the same size as OpenBLAS's sgemm. What differs from float32 arithmetic: the tile unit treats
 // bfloat16 denormals as zero and flushes denormal sums, so pieces below 2^-126 (those of floats
 // below about 2^-110) count as zero; and a non-finite weight or input would split into NaN pieces
-// (Inf - Inf), so a panel of W holding one, or an X holding one, is multiplied by the FMA kernel.
+// (Inf - Inf), so a block of W's columns or of X holding one is multiplied by the FMA kernel.
 //
-// Layout: X's rows are split once per call into tiles of 16 rows × 32 k (three pieces each, 1 KB a
-// tile); W is split 32 columns at a time (a panel: two B tiles of 16 k-pairs × 16 columns a piece
-// and 32 k), for all of k; then k is taken 128 at a time (the panel's 24 KB of B tiles stay in L1)
-// over every 32 rows of X (2 × 2 C tiles of 16 × 16 sums, kept in Y between the blocks of k).
+// Layout: X is taken kRowBlock rows and kChunkK k at a time, each block split into tiles of 16 rows ×
+// 32 k (three pieces each, 1 KB a tile); W is split kWideCols columns at a time into panels of 32
+// (two B tiles of 16 k-pairs × 16 columns a piece and 32 k), for all the block's k; then every 32
+// rows of X run over all of it into 2 × 2 C tiles of 16 × 16 sums that stay in the unit (stored to
+// Y, and reloaded from it for the next block of k).
 #if defined(__x86_64__)
 #include <immintrin.h>
 
