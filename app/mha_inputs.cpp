@@ -3,11 +3,14 @@
 #include <filesystem>
 #include <map>
 #include <system_error>
+#include <type_traits>
 
 #include "attntrace/tensor/timeline.hpp"
 #include "attntrace/attention/params_files.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/tensor/gemm.hpp"
+#include "attntrace/tensor/weight_gemm.hpp"
+#include "attntrace/attention/attention.hpp"
 #include "attntrace/tensor/threads.hpp"
 #include "flag_parsing.hpp"
 
@@ -56,6 +59,18 @@ void load_mha_masks(const MhaFlags& f, attntrace::Masks<T>& masks) {
     }
 }
 
+// Whether mha's products will likely call OpenBLAS: not when the float32 projections run on the AMX
+// kernel and the attention on the fused one (a mask or a trace that sends the attention to the
+// BLAS path loads OpenBLAS at its first product). Loading it beside the query's read costs 9-15 ms
+// of the other core, and its mappings contend with the read's page faults.
+template <class T>
+bool products_need_blas() {
+    if constexpr (std::is_same_v<T, float>)
+        return attntrace::weight_gemm() != attntrace::WeightGemm::amx ||
+               attntrace::attention_kernel() == attntrace::AttentionKernel::blas;
+    return true;
+}
+
 }  // namespace
 
 template <class T>
@@ -81,7 +96,7 @@ MhaInputs<T> load_mha_inputs(const MhaFlags& f, const AttentionRun<T>& run, std:
                        params_kind == std::filesystem::file_type::directory))
         param_tensors.emplace([path = f.params] { return attntrace::read_param_tensors<T>(path); });
     std::optional<attntrace::Alongside<void>> blas;
-    if (beside && large) blas.emplace([] { attntrace::load_blas_now(); });
+    if (beside && large && products_need_blas<T>()) blas.emplace([] { attntrace::load_blas_now(); });
     MhaInputs<T> in{attntrace::load_tensor<T>(c.query), {}, {}, value_path == key_path, {}, {}, {}};
     attntrace::timeline_mark("inputs: query read");
     if (key_path != c.query) in.key_file = attntrace::load_tensor<T>(key_path);
