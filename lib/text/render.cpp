@@ -7,6 +7,7 @@
 #include <ostream>
 #include <vector>
 
+#include "attntrace/tensor/threads.hpp"
 #include "attntrace/text/tokenizer.hpp"
 #include "tokenizer_impl.hpp"
 
@@ -16,7 +17,7 @@ namespace {
 // An output buffer written through a pointer: room(N) makes N bytes writable at the end, advance(P)
 // says where the writing stopped. With a SINK it is flushed there every 256 KiB (a 1 MB text's JSON
 // is 7 MB: never held whole), else it grows and take() gives it all.
-class Out {
+class alignas(64) Out {  // a cache line of its own: two workers write two side by side
 public:
     explicit Out(std::ostream* sink = nullptr) : sink_(sink) {}
     char* room(std::size_t n) {
@@ -37,6 +38,20 @@ public:
     void flush() {
         if (sink_ && used_ > 0) sink_->write(buf_.data(), static_cast<std::streamsize>(used_));
         used_ = 0;
+    }
+    void clear() { used_ = 0; }
+    std::string_view view() const { return {buf_.data(), used_}; }
+    // BYTES written after what is here: straight to the sink (once this buffer's are) when they
+    // would not fit.
+    void append(std::string_view bytes) {
+        if (sink_ && used_ + bytes.size() > kChunk) {
+            flush();
+            sink_->write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+            return;
+        }
+        char* p = room(bytes.size());
+        std::memcpy(p, bytes.data(), bytes.size());
+        advance(p + bytes.size());
     }
 
 private:
@@ -145,12 +160,34 @@ struct TokensView {
     std::size_t end(std::size_t i) const { return t[i].offsets.end; }
 };
 
+// Tokens a chunk when two workers write a list: a chunk's text (100-400 KB) stays in L2.
+constexpr std::size_t kChunkTokens = 16384;
+
+// PUT(out, from, to, worker) for tokens [0, N) into OUT, in order: with THREADS >= 2 and more than
+// two chunks, two workers write chunks side by side into buffers of their own, which OUT then
+// takes in order (the same bytes as one thread writes): 1 MB of mixed scripts' JSON (620k GPT-2
+// tokens) in 9.5 ms against 14.6 on one thread (Xeon, 2 cores). Each Out and IdTexts fills a cache
+// line of its own: side by side in one line, the two workers' writes made it slower than one thread.
+template <class Put>
+void put_in_chunks(Out& out, std::size_t n, std::size_t threads, std::array<Out, 2>& buffers, const Put& put) {
+    if (threads < 2 || n <= 2 * kChunkTokens) return put(out, 0, n, 0);
+    for (std::size_t r0 = 0; r0 < n; r0 += 2 * kChunkTokens) {
+        parallel_for(2, 2, [&](std::size_t task, std::size_t) {
+            const std::size_t from = std::min(n, r0 + task * kChunkTokens), to = std::min(n, from + kChunkTokens);
+            buffers[task].clear();
+            put(buffers[task], from, to, task);
+        });
+        for (Out& b : buffers) out.append(b.view());
+    }
+}
+
+// The text form's lines of tokens [FROM, TO): index, id, the vocabulary string, the text it covers.
 template <class View>
-void put_encoding_text(Out& out, const View& e, std::string_view input) {
-    for (std::size_t i = 0; i < e.size(); ++i) {
-        const std::size_t from = e.begin(i), to = e.end(i);
+void put_lines(Out& out, const View& e, std::string_view input, std::size_t from, std::size_t to) {
+    for (std::size_t i = from; i < to; ++i) {
+        const std::size_t begin = e.begin(i), end = e.end(i);
         const std::string_view token = e.token(i);
-        const std::string_view covered = input.substr(std::min(from, input.size()), to > from ? to - from : 0);
+        const std::string_view covered = input.substr(std::min(begin, input.size()), end > begin ? end - begin : 0);
         char* p = out.room(48 + (token.size() + covered.size()) * kMaxEscape);
         p = put_number(p, i);
         *p++ = '\t';
@@ -162,12 +199,19 @@ void put_encoding_text(Out& out, const View& e, std::string_view input) {
         *p++ = '\n';
         out.advance(p);
     }
+}
+
+template <class View>
+void put_encoding_text(Out& out, const View& e, std::string_view input, std::size_t threads = 1) {
+    std::array<Out, 2> buffers;
+    put_in_chunks(out, e.size(), threads, buffers,
+                  [&](Out& o, std::size_t from, std::size_t to, std::size_t) { put_lines(o, e, input, from, to); });
     char* p = put_number(out.room(32), e.size());
     out.advance(put_text(p, e.size() == 1 ? " token\n" : " tokens\n"));
 }
 
 // Decimal texts of the ids seen, each made once: a text repeats its common tokens.
-class IdTexts {
+class alignas(64) IdTexts {
 public:
     char* put(char* p, std::uint32_t id) {
         if (id >= known_.size()) known_.resize(std::max<std::size_t>(id + 1, known_.size() * 2));
@@ -187,17 +231,19 @@ private:
     std::vector<std::uint64_t> known_;
 };
 
+// The JSON's three lists, each for tokens [FROM, TO) (a comma before every token but the first).
 template <class View>
-void put_encoding_json(Out& out, const View& e) {
-    IdTexts ids;
-    out.advance(put_text(out.room(16), "{\"ids\": ["));
-    for (std::size_t i = 0; i < e.size(); ++i) {
+void put_ids(Out& out, const View& e, std::size_t from, std::size_t to, IdTexts& ids) {
+    for (std::size_t i = from; i < to; ++i) {
         char* p = out.room(24);
         if (i) p = put_text(p, ", ");
         out.advance(ids.put(p, e.id(i)));
     }
-    out.advance(put_text(out.room(16), "], \"tokens\": ["));
-    for (std::size_t i = 0; i < e.size(); ++i) {
+}
+
+template <class View>
+void put_tokens(Out& out, const View& e, std::size_t from, std::size_t to) {
+    for (std::size_t i = from; i < to; ++i) {
         const std::string_view token = e.token(i);
         char* p = out.room(4 + token.size() * kMaxEscape);
         if (i) p = put_text(p, ", ");
@@ -206,7 +252,10 @@ void put_encoding_json(Out& out, const View& e) {
         *p++ = '"';
         out.advance(p);
     }
-    out.advance(put_text(out.room(16), "], \"offsets\": ["));
+}
+
+template <class View>
+void put_offsets(Out& out, const View& e, std::size_t from, std::size_t to) {
     std::uint64_t last = 0;  // the previous end's digits (a token mostly begins where one ended)
     std::size_t last_len = 0, last_value = 0;  // last_len 0: none, or 9 digits and more
     auto put = [](char* p, std::size_t v, std::uint64_t& w, std::size_t& len) {
@@ -215,7 +264,7 @@ void put_encoding_json(Out& out, const View& e) {
         std::memcpy(p, &w, 8);
         return p + len;
     };
-    for (std::size_t i = 0; i < e.size(); ++i) {
+    for (std::size_t i = from; i < to; ++i) {
         char* p = out.room(64);  // every copy below is of 8 bytes or fewer, fixed sizes
         if (i) std::memcpy(p, ", [", 3), p += 3;
         else *p++ = '[';
@@ -229,6 +278,21 @@ void put_encoding_json(Out& out, const View& e) {
         *p++ = ']';
         out.advance(p);
     }
+}
+
+template <class View>
+void put_encoding_json(Out& out, const View& e, std::size_t threads = 1) {
+    std::array<IdTexts, 2> ids;
+    std::array<Out, 2> buffers;
+    out.advance(put_text(out.room(16), "{\"ids\": ["));
+    put_in_chunks(out, e.size(), threads, buffers,
+                  [&](Out& o, std::size_t from, std::size_t to, std::size_t w) { put_ids(o, e, from, to, ids[w]); });
+    out.advance(put_text(out.room(16), "], \"tokens\": ["));
+    put_in_chunks(out, e.size(), threads, buffers,
+                  [&](Out& o, std::size_t from, std::size_t to, std::size_t) { put_tokens(o, e, from, to); });
+    out.advance(put_text(out.room(16), "], \"offsets\": ["));
+    put_in_chunks(out, e.size(), threads, buffers,
+                  [&](Out& o, std::size_t from, std::size_t to, std::size_t) { put_offsets(o, e, from, to); });
     out.advance(put_text(out.room(8), "]}\n"));
 }
 
@@ -267,14 +331,15 @@ void write_encoding_json(const Encoding& e, std::ostream& sink) {
 void Tokenizer::encode_json(std::string_view text, bool add_special_tokens, const std::string& source, std::ostream& sink) const {
     const text::Tokens tokens = impl_->encode_tokens(text, add_special_tokens, source);
     Out out(&sink);
-    put_encoding_json(out, TokensView{tokens, impl_->vocab});
+    put_encoding_json(out, TokensView{tokens, impl_->vocab}, thread_count(impl_->threads));
+
     out.flush();
 }
 
 void Tokenizer::encode_text(std::string_view text, bool add_special_tokens, const std::string& source, std::ostream& sink) const {
     const text::Tokens tokens = impl_->encode_tokens(text, add_special_tokens, source);
     Out out(&sink);
-    put_encoding_text(out, TokensView{tokens, impl_->vocab}, text);
+    put_encoding_text(out, TokensView{tokens, impl_->vocab}, text, thread_count(impl_->threads));
     out.flush();
 }
 

@@ -29,6 +29,27 @@ run 0 "$A" tokenize "$W/mistral-metaspace" --text-file "$W/t.txt" --format json
 grep -q '"ids": \[1, 22557, 1526\]' "$W/out" || fail "--text-file: $(cat "$W/out")"
 echo "ok - and --text-file read the text; Mistral adds its BOS"
 
+# A text of 60k+ tokens: two workers write the chunks of each list (lib/text/render.cpp); the bytes
+# must be those one thread writes, in both formats, and the JSON's ids those of the text form.
+for i in $(seq 1700); do printf 'Line %d: Grüße aus Köln, 東京タワー, Привет мир! "quoted"\t\\ tab <|endoftext|>\n' "$i"; done > "$W/long.txt"
+for f in json text; do
+    run 0 "$A" tokenize "$G" --text-file "$W/long.txt" --format $f --threads 1
+    mv "$W/out" "$W/long1.$f"
+    run 0 "$A" tokenize "$G" --text-file "$W/long.txt" --format $f --threads 2
+    cmp -s "$W/out" "$W/long1.$f" || fail "--format $f: 2 threads wrote other bytes than 1"
+done
+"$PYTHON" - "$W/long1.json" "$W/long1.text" <<'PY' || fail "the long text's JSON does not match its text form"
+import json, sys
+d = json.load(open(sys.argv[1], encoding="utf-8"))
+lines = open(sys.argv[2], encoding="utf-8").read().split("\n")
+rows = [l.split("\t") for l in lines[:-2]]
+assert lines[-2] == f"{len(d['ids'])} tokens", lines[-2]
+assert len(d["ids"]) > 2 * 16384 * 2, len(d["ids"])
+assert len(d["ids"]) == len(d["tokens"]) == len(d["offsets"]) == len(rows)
+assert [int(r[1]) for r in rows] == d["ids"] and [int(r[0]) for r in rows] == list(range(len(rows)))
+PY
+echo "ok a long text: 1 and 2 threads write the same JSON and text, and the two forms agree"
+
 printf '"Hello world"\n\n{"text": "a\\u0000b"}\n' > "$W/t.jsonl"
 run 0 "$A" tokenize "$G" --jsonl "$W/t.jsonl"
 [ "$(cat "$W/out")" = $'{"ids": [15496, 995], "tokens": ["Hello", "\u0120world"], "offsets": [[0, 5], [5, 11]]}\n{"ids": [64, 188, 65], "tokens": ["a", "\u0100", "b"], "offsets": [[0, 1], [1, 2], [2, 3]]}' ] ||
