@@ -54,14 +54,16 @@ echo "ok only --plot loads cairo, pango, fontconfig, freetype and harfbuzz, and 
 
 # mha reads its parameter file, and with a query of 1 MiB or more loads OpenBLAS, on threads beside
 # the query's read (docs/performance.md), only when it may run more than one thread: --threads 1
-# starts none. ATTNTRACE_TIMELINE=1 prints the run's phases, thread by thread, on stderr at exit.
+# starts none; and only when a product may call OpenBLAS (the weight products forced to it here;
+# on the AMX kernel with the fused attention nothing does, below). ATTNTRACE_TIMELINE=1 prints the
+# run's phases, thread by thread, on stderr at exit.
 run 0 "$A" random --shape 1,512,512 --seed 3 -o "$W/big.npy"  # 1 MiB of float32
 run 0 "$A" mha -q "$W/big.npy" --heads 4 --seed 0 --threads 1 --trace none --save-params "$W/p.safetensors" -o "$W/o1.npy"
 run 0 strace -f -qq -e trace=clone,clone3 -o "$W/trace.txt" "$A" mha -q "$W/big.npy" --heads 4 \
     --params "$W/p.safetensors" --threads 1 --trace none -o "$W/o2.npy"
 ! grep -q 'clone' "$W/trace.txt" || fail "mha --threads 1 --params started threads: $(grep clone "$W/trace.txt")"
-run 0 env ATTNTRACE_TIMELINE=1 "$A" mha -q "$W/big.npy" --heads 4 --params "$W/p.safetensors" --threads 2 \
-    --trace none -o "$W/o3.npy"
+run 0 env ATTNTRACE_TIMELINE=1 ATTNTRACE_WEIGHT_GEMM=blas "$A" mha -q "$W/big.npy" --heads 4 --params "$W/p.safetensors" \
+    --threads 2 --trace none -o "$W/o3.npy"
 for mark in "inputs: query read" "inputs: parameters read" "OpenBLAS: loaded" "mha: projections" "mha: attended" \
             "finish: outputs committed" "exit"; do
     grep -q "ms  thread [0-9]*  $mark\$" "$W/err" || fail "ATTNTRACE_TIMELINE=1: no '$mark' line"
@@ -70,6 +72,13 @@ loaded=$(grep -n 'OpenBLAS: loaded' "$W/err" | cut -d: -f1); first=$(grep -n 'mh
 [ "$loaded" -lt "$first" ] || fail "OpenBLAS was not loaded before the projections began: $(cat "$W/err")"
 run 0 "$A" mha -q "$W/big.npy" --heads 4 --params "$W/p.safetensors" --threads 2 --trace none -o "$W/o4.npy"
 [ ! -s "$W/err" ] || fail "without ATTNTRACE_TIMELINE, mha wrote to stderr: $(head -3 "$W/err")"
+if "$A" --version | grep -q '^weight products: amx' && "$A" --version | grep -q '^attention kernels: fused'; then
+    run 0 env ATTNTRACE_TIMELINE=1 "$A" mha -q "$W/big.npy" --heads 4 --params "$W/p.safetensors" --threads 2 \
+        --trace none -o "$W/o5.npy"
+    ! grep -q 'OpenBLAS: load' "$W/err" || fail "AMX products and fused attention: OpenBLAS was loaded: $(grep OpenBLAS "$W/err")"
+    run 0 "$A" compare "$W/o3.npy" "$W/o5.npy" --atol 1e-5
+    echo "ok on the AMX products with the fused attention, mha does not load OpenBLAS, same output"
+fi
 run 0 "$A" compare "$W/o1.npy" "$W/o3.npy" --atol 1e-5
 run 0 "$A" compare "$W/o2.npy" "$W/o3.npy" --atol 1e-5
 echo "ok mha --threads 1 starts no thread; with 2, the parameters and OpenBLAS load before the first product, same output"
