@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <mutex>
 #include <numbers>
 
 namespace attntrace {
@@ -57,31 +59,94 @@ std::vector<double> rope_inv_freq(std::size_t rotary_dims, double theta, const R
     return inv;
 }
 
+namespace {
+
+// cos and sin (times the attention scaling) of positions [pos0, pos0 + l) at each of the (R/2)
+// frequencies, (l, R/2) each: what apply_rotary multiplies by.
+struct RotaryTable {
+    std::vector<double> inv_freq;
+    double scaling = 1;
+    std::size_t pos0 = 0, l = 0;
+    std::vector<double> cos, sin;
+};
+
+// Tables up to this many (position, frequency) entries are kept for the next call (16 bytes each).
+constexpr std::size_t kKeptTableEntries = std::size_t{1} << 18;
+constexpr std::size_t kKeptTables = 4;
+
+// The table for INV_FREQ, SCALING and positions [POS0, POS0 + L): made here, or the one a call with
+// the same made (a forward's q and k, and every layer of a model, rotate the same positions; the
+// 2 x L x R/2 sines and cosines in double were 0.5 ms a layer at L = 256, R = 64 on the Xeon of
+// docs/performance.md, against 0.1 ms for the rotation itself). Kept: the last few small tables.
+std::shared_ptr<const RotaryTable> rotary_table(const std::vector<double>& inv_freq, double scaling, std::size_t pos0,
+                                                std::size_t l) {
+    static std::mutex mutex;
+    static std::vector<std::shared_ptr<const RotaryTable>> kept;  // newest last
+    const std::size_t half = inv_freq.size();
+    const bool keep = l * half <= kKeptTableEntries;
+    if (keep) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        for (const auto& t : kept)
+            if (t->pos0 == pos0 && t->l == l && t->scaling == scaling && t->inv_freq == inv_freq) return t;
+    }
+    auto t = std::make_shared<RotaryTable>(RotaryTable{inv_freq, scaling, pos0, l, std::vector<double>(l * half),
+                                                       std::vector<double>(l * half)});
+    for (std::size_t i = 0; i < l; ++i) {
+        const double pos = static_cast<double>(pos0 + i);
+        for (std::size_t f = 0; f < half; ++f) {
+            t->cos[i * half + f] = std::cos(pos * inv_freq[f]) * scaling;
+            t->sin[i * half + f] = std::sin(pos * inv_freq[f]) * scaling;
+        }
+    }
+    if (keep) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        if (kept.size() == kKeptTables) kept.erase(kept.begin());
+        kept.push_back(t);
+    }
+    return t;
+}
+
+// One head's R rotated dims at HEAD by the angles whose cos and sin are COS, SIN (R/2 each):
+// rotate-half pairs (f, f + R/2), interleaved pairs (2f, 2f + 1).
+template <class T>
+void rotate_head(T* head, std::size_t half, RotaryStyle style, const double* cos, const double* sin) {
+    if (style == RotaryStyle::half) {
+        for (std::size_t f = 0; f < half; ++f) {
+            const double x1 = head[f], x2 = head[f + half];
+            head[f] = static_cast<T>(x1 * cos[f] - x2 * sin[f]);
+            head[f + half] = static_cast<T>(x2 * cos[f] + x1 * sin[f]);
+        }
+        return;
+    }
+    for (std::size_t f = 0; f < half; ++f) {
+        const double x1 = head[2 * f], x2 = head[2 * f + 1];
+        head[2 * f] = static_cast<T>(x1 * cos[f] - x2 * sin[f]);
+        head[2 * f + 1] = static_cast<T>(x2 * cos[f] + x1 * sin[f]);
+    }
+}
+
+// The table's rows for positions [pos0 + i0, pos0 + i1) of a larger L: the part of a table too
+// large to keep that one call makes at a time.
+constexpr std::size_t kPositionsAtOnce = 1024;
+
+}  // namespace
+
 template <class T>
 void apply_rotary(T* x, std::size_t b, std::size_t l, std::size_t heads, std::size_t p, std::size_t ld,
                   const Rotary& rotary, std::size_t pos0) {
     const std::size_t half = rotary.dims / 2;
     const bool long_rope = !rotary.long_inv_freq.empty() && pos0 + l > rotary.long_after;
     const std::vector<double>& inv_freq = long_rope ? rotary.long_inv_freq : rotary.inv_freq;
-    std::vector<double> cos(half), sin(half);
-    for (std::size_t i = 0; i < l; ++i) {
-        const double pos = static_cast<double>(pos0 + i);
-        for (std::size_t f = 0; f < half; ++f) {
-            cos[f] = std::cos(pos * inv_freq[f]) * rotary.attention_scaling;
-            sin[f] = std::sin(pos * inv_freq[f]) * rotary.attention_scaling;
+    const bool whole = l * half <= kKeptTableEntries;
+    for (std::size_t i0 = 0; i0 < l; i0 += whole ? l : kPositionsAtOnce) {
+        const std::size_t i1 = whole ? l : std::min(l, i0 + kPositionsAtOnce);
+        const auto table = rotary_table(inv_freq, rotary.attention_scaling, pos0 + i0, i1 - i0);
+        for (std::size_t i = i0; i < i1; ++i) {
+            const double* cos = table->cos.data() + (i - i0) * half;
+            const double* sin = table->sin.data() + (i - i0) * half;
+            for (std::size_t bi = 0; bi < b; ++bi)
+                for (std::size_t h = 0; h < heads; ++h) rotate_head(x + (bi * l + i) * ld + h * p, half, rotary.style, cos, sin);
         }
-        for (std::size_t bi = 0; bi < b; ++bi)
-            for (std::size_t h = 0; h < heads; ++h) {
-                T* head = x + (bi * l + i) * ld + h * p;
-                for (std::size_t f = 0; f < half; ++f) {
-                    // rotate-half pairs (f, f + R/2); interleaved pairs (2f, 2f + 1)
-                    const std::size_t a = rotary.style == RotaryStyle::half ? f : 2 * f;
-                    const std::size_t c = rotary.style == RotaryStyle::half ? f + half : 2 * f + 1;
-                    const double x1 = head[a], x2 = head[c];
-                    head[a] = static_cast<T>(x1 * cos[f] - x2 * sin[f]);
-                    head[c] = static_cast<T>(x2 * cos[f] + x1 * sin[f]);
-                }
-            }
     }
 }
 
