@@ -416,7 +416,7 @@ AttentionResult<T> mha(const Array<T>& query, const Array<T>& key, const Array<T
     // positions: q/k rewritten in place in the projection buffers this call owns
     stages::positions<T>(positions, s.b, s.p, {const_cast<T*>(projected.q), s.h, s.lq, projected.ldq},
                          {const_cast<T*>(projected.k), s.g, s.lk, projected.ldk}, {s.b, s.h, s.lq, s.p},
-                         {s.b, s.g, s.lk, s.p}, plan, s.h, rep);
+                         {s.b, s.g, s.lk, s.p}, plan, s.h, rep, threads);
     // scores -> mask -> softmax -> context (over q where q_out is merged)
     result.softcap = double(softcap);
     result.empty_rows = stages::attend(heads, plan, scale, softcap, kept, threads, options.progress);

@@ -36,12 +36,12 @@ std::string rotary_note(const std::optional<Rotary>& rotary, bool qk_norm, bool 
 // One of q_rotary / k_rotary: the per-head norm, the rotation from position POS0, the report.
 template <class T>
 void rotate(const char* name, const HeadRows<T>& x, std::size_t b, std::size_t p, const T* norm,
-            const PositionStages<T>& pos, std::size_t pos0, const Shape& shown, const Reporter<T>& rep) {
+            const PositionStages<T>& pos, std::size_t pos0, const Shape& shown, const Reporter<T>& rep, std::size_t threads) {
     if (norm) {  // per head (Qwen3: P values each), or over the row's whole projection (OLMo 2: heads*P)
         const std::size_t rows = pos.qk_norm_whole ? 1 : x.heads, d = pos.qk_norm_whole ? x.heads * p : p;
         for (std::size_t r = 0; r < b * x.l; ++r) rms_norm(x.base + r * x.ld, rows, d, p, norm, pos.qk_norm_eps);
     }
-    if (pos.rotary) apply_rotary(x.base, b, x.l, x.heads, p, x.ld, *pos.rotary, pos0);
+    if (pos.rotary) apply_rotary(x.base, b, x.l, x.heads, p, x.ld, *pos.rotary, pos0, threads);
     std::optional<Array<T>> vals;
     if (rep.wants(name)) {
         vals = Array<T>::from_shape({b, x.heads, x.l, p});
@@ -63,15 +63,15 @@ void rotate(const char* name, const HeadRows<T>& x, std::size_t b, std::size_t p
 template <class T>
 void positions(const PositionStages<T>* pos, std::size_t b, std::size_t p, const HeadRows<T>& q, const HeadRows<T>& k,
                const Shape& q_shown, const Shape& k_shown, MaskPlan<T>& plan, std::size_t alibi_heads,
-               const Reporter<T>& rep) {
+               const Reporter<T>& rep, std::size_t threads) {
     if (!pos) return;
     if (pos->rotary && pos->rotary->dims > p)
         throw UsageError("rotary dims: " + std::to_string(pos->rotary->dims) + " is past the head dim " +
                          std::to_string(p));
     if (pos->rotary || pos->q_norm) {
         const std::size_t shift = pos->visibility.lower_right && k.l > q.l ? k.l - q.l : 0;
-        rotate("q_rotary", q, b, p, pos->q_norm, *pos, shift, q_shown, rep);
-        rotate("k_rotary", k, b, p, pos->k_norm, *pos, 0, k_shown, rep);
+        rotate("q_rotary", q, b, p, pos->q_norm, *pos, shift, q_shown, rep, threads);
+        rotate("k_rotary", k, b, p, pos->k_norm, *pos, 0, k_shown, rep, threads);
     }
     if (pos->visibility.any()) {
         plan.visibility = pos->visibility;
@@ -97,9 +97,9 @@ template std::optional<Array<double>> normed(const Array<double>&, const Positio
                                              const Reporter<double>&);
 template void positions(const PositionStages<float>*, std::size_t, std::size_t, const HeadRows<float>&,
                         const HeadRows<float>&, const Shape&, const Shape&, MaskPlan<float>&, std::size_t,
-                        const Reporter<float>&);
+                        const Reporter<float>&, std::size_t);
 template void positions(const PositionStages<double>*, std::size_t, std::size_t, const HeadRows<double>&,
                         const HeadRows<double>&, const Shape&, const Shape&, MaskPlan<double>&, std::size_t,
-                        const Reporter<double>&);
+                        const Reporter<double>&, std::size_t);
 
 }  // namespace attntrace::stages

@@ -31,6 +31,6 @@ std::optional<Array<T>> normed(const Array<T>& x, const PositionStages<T>* pos, 
 template <class T>
 void positions(const PositionStages<T>* pos, std::size_t b, std::size_t p, const HeadRows<T>& q, const HeadRows<T>& k,
                const Shape& q_shown, const Shape& k_shown, MaskPlan<T>& plan, std::size_t alibi_heads,
-               const Reporter<T>& rep);
+               const Reporter<T>& rep, std::size_t threads = 1);
 
 }  // namespace attntrace::stages

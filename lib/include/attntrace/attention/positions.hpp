@@ -61,10 +61,11 @@ struct Rotary {
 
 // x (B, L, heads*P) rows with leading dim LD, head h at columns [h*P, h*P + P), in place: each
 // head's first R dims rotated by angle position * inv_freq (LongRoPE: the long frequencies when
-// POS0 + L > long_after), cos and sin times attention_scaling, row i of the L at position POS0 + i.
+// POS0 + L > long_after), cos and sin times attention_scaling, row i of the L at position POS0 + i;
+// on up to THREADS workers (the same numbers on any count).
 template <class T>
 void apply_rotary(T* x, std::size_t b, std::size_t l, std::size_t heads, std::size_t p, std::size_t ld,
-                  const Rotary& rotary, std::size_t pos0);
+                  const Rotary& rotary, std::size_t pos0, std::size_t threads = 1);
 
 // (H) ALiBi slopes as BLOOM's build_alibi_tensor computes them: the closest power of two n <= H
 // gets 2^(-8i/n), i = 1..n; the remaining heads the odd powers of 2^(-4/n).
