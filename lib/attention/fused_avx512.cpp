@@ -2,8 +2,12 @@
 // of 16 keys, context tiles of 16 columns. This file alone is compiled with -mavx512f (and -mfma);
 // attend() calls it only on a CPU that has them (fused_attention.cpp).
 #if defined(__x86_64__)
+// GCC 12 takes the intrinsics' own _mm512_undefined_epi32 (a self-initialized variable) inlined into
+// the transposes below for an uninitialized read (GCC bug 105593, fixed in GCC 13): not ours.
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include "attntrace/tensor/avx512_transpose.hpp"
 #include "fused_kernels.hpp"
 
 namespace attntrace::fused {
@@ -39,6 +43,10 @@ struct Avx512 {
     static V select_positive(V l, V yes, V no) { return select(greater(l, zero()), yes, no); }
 
     static void prefetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+    // The first N lanes of V at P (N <= 16).
+    static void store_n(float* p, V v, std::size_t n) { _mm512_mask_storeu_ps(p, static_cast<Mask>((1u << n) - 1), v); }
+    // R[i] lane j := R[j] lane i.
+    static void transpose(V (&r)[16]) { weight_kernels::transpose16(r); }
 
     // exp(t) for t <= 0, -inf or NaN (the scores less their maximum), in 10 vector operations:
     // k = round(t / ln2) by adding and subtracting 1.5 * 2^23, r = t - k ln2 (one FMA; ln2's float

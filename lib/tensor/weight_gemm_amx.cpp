@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "attntrace/tensor/amx.hpp"
-#include "avx512_transpose.hpp"
+#include "attntrace/tensor/avx512_transpose.hpp"
 
 namespace attntrace::weight_kernels {
 

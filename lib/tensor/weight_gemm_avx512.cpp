@@ -18,7 +18,7 @@
 #include <cstddef>
 #include <utility>
 
-#include "avx512_transpose.hpp"
+#include "attntrace/tensor/avx512_transpose.hpp"
 
 namespace attntrace::weight_kernels {
 namespace {

@@ -1,7 +1,9 @@
 #pragma once
 // A 16 × 16 transpose of 32-bit lanes in AVX-512F registers, for the weight products' packing
-// (weight_gemm_avx512.cpp: float weights; weight_gemm_amx.cpp: pairs of bfloat16). Internal
-// linkage: each file compiles its own copy for its own instruction set.
+// (lib/tensor/weight_gemm_avx512.cpp: float weights; weight_gemm_amx.cpp: pairs of bfloat16) and
+// the fused attention kernel's query panels and context rows (lib/attention/fused_avx512.cpp).
+// Include it only from a file compiled with AVX-512F. Internal linkage: each file compiles its own
+// copy for its own instruction set.
 #include <immintrin.h>
 
 #include <cstddef>
