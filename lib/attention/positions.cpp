@@ -75,16 +75,15 @@ struct RotaryTable {
 constexpr std::size_t kKeptTableEntries = std::size_t{1} << 18;
 constexpr std::size_t kKeptTables = 4;
 
-// The table for INV_FREQ, SCALING and positions [POS0, POS0 + L): made here, or the one a call with
-// the same made (a forward's q and k, and every layer of a model, rotate the same positions; the
+// The table for INV_FREQ, SCALING and positions [POS0, POS0 + L): made here, or (KEEP) the one a
+// call with the same made (a forward's q and k, and every layer of a model, rotate the same positions; the
 // 2 x L x R/2 sines and cosines in double were 0.5 ms a layer at L = 256, R = 64 on the Xeon of
 // docs/performance.md, against 0.1 ms for the rotation itself). Kept: the last few small tables.
 std::shared_ptr<const RotaryTable> rotary_table(const std::vector<double>& inv_freq, double scaling, std::size_t pos0,
-                                                std::size_t l) {
+                                                std::size_t l, bool keep) {
     static std::mutex mutex;
     static std::vector<std::shared_ptr<const RotaryTable>> kept;  // newest last
     const std::size_t half = inv_freq.size();
-    const bool keep = l * half <= kKeptTableEntries;
     if (keep) {
         const std::lock_guard<std::mutex> lock(mutex);
         for (const auto& t : kept)
@@ -143,7 +142,8 @@ void apply_rotary(T* x, std::size_t b, std::size_t l, std::size_t heads, std::si
     const bool whole = l * half <= kKeptTableEntries;
     for (std::size_t i0 = 0; i0 < l; i0 += whole ? l : kPositionsAtOnce) {
         const std::size_t i1 = whole ? l : std::min(l, i0 + kPositionsAtOnce);
-        const auto table = rotary_table(inv_freq, rotary.attention_scaling, pos0 + i0, i1 - i0);
+        // a block of a longer L is not kept: the next call's first blocks would have pushed it out
+        const auto table = rotary_table(inv_freq, rotary.attention_scaling, pos0 + i0, i1 - i0, whole);
         // positions in blocks over the workers: each row's rotation is its own (the same numbers on
         // any thread count); 0.28 ms a layer on one thread at L = 256, 24 heads of q and k
         const std::size_t rows = i1 - i0, blocks = std::min(threads, std::max<std::size_t>(1, rows * b * heads * half / kPairsPerTask));

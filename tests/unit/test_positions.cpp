@@ -81,6 +81,45 @@ TEST_CASE("rotary: rotate-half and interleaved, partial dims, positions from an 
     }
 }
 
+// Row i of X (heads of P, the first R dims rotated) as the formula gives it, in double: the
+// reference for the kept tables and the blocks of positions (the fixture's cases are 5 positions).
+std::vector<double> rotated_reference(const std::vector<float>& x, std::size_t l, std::size_t heads, std::size_t p,
+                                      const attntrace::Rotary& r, std::size_t pos0) {
+    std::vector<double> y(x.begin(), x.end());
+    const std::size_t half = r.dims / 2;
+    for (std::size_t i = 0; i < l; ++i)
+        for (std::size_t h = 0; h < heads; ++h)
+            for (std::size_t f = 0; f < half; ++f) {
+                const double angle = static_cast<double>(pos0 + i) * r.inv_freq[f];
+                double* head = y.data() + (i * heads + h) * p;
+                const double x1 = head[f], x2 = head[f + half];
+                head[f] = x1 * std::cos(angle) - x2 * std::sin(angle);
+                head[f + half] = x2 * std::cos(angle) + x1 * std::sin(angle);
+            }
+    return y;
+}
+
+TEST_CASE("rotary: the tables kept between calls and the positions in blocks and over threads give the formula's values") {
+    const std::size_t heads = 2, p = 64;
+    std::vector<float> x0;
+    for (std::size_t i = 0; i < 9000 * heads * p; ++i) x0.push_back(static_cast<float>(std::sin(0.37 * double(i)) * 2.0));
+    // 300 positions: one table, kept; 9000 x 32 frequencies: past what is kept, made in blocks.
+    // Each L with one theta, then another (a kept table must not serve it), then the first again.
+    for (const std::size_t l : {std::size_t{300}, std::size_t{9000}})
+        for (const double theta : {10000.0, 500000.0, 10000.0}) {
+            const attntrace::Rotary r{attntrace::RotaryStyle::half, 64, attntrace::rope_inv_freq(64, theta, {})};
+            for (const std::size_t pos0 : {std::size_t{0}, std::size_t{7}}) {
+                std::vector<float> one(x0.begin(), x0.begin() + static_cast<std::ptrdiff_t>(l * heads * p)), two = one;
+                const std::vector<float> in = one;
+                attntrace::apply_rotary(one.data(), 1, l, heads, p, heads * p, r, pos0, 1);
+                attntrace::apply_rotary(two.data(), 1, l, heads, p, heads * p, r, pos0, 2);
+                CHECK_MESSAGE(one == two, "theta " << theta << " L " << l << ": 2 threads differ from 1");
+                CHECK_MESSAGE(worst(std::vector<double>(one.begin(), one.end()), rotated_reference(in, l, heads, p, r, pos0), 1e-5, 1e-5) <= 1,
+                              "theta " << theta << " L " << l << " from " << pos0);
+            }
+    }
+}
+
 TEST_CASE("LayerNorm and RMSNorm as torch and LlamaRMSNorm compute them") {
     const json& ln = fixture()["layer_norm"];
     std::vector<double> x = flat(ln["x"]);
