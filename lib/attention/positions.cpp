@@ -76,9 +76,10 @@ constexpr std::size_t kKeptTableEntries = std::size_t{1} << 18;
 constexpr std::size_t kKeptTables = 4;
 
 // The table for INV_FREQ, SCALING and positions [POS0, POS0 + L): made here, or (KEEP) the one a
-// call with the same made (a forward's q and k, and every layer of a model, rotate the same positions; the
-// 2 x L x R/2 sines and cosines in double were 0.5 ms a layer at L = 256, R = 64 on the Xeon of
-// docs/performance.md, against 0.1 ms for the rotation itself). Kept: the last few small tables.
+// call with the same made (a forward's q and k, and every layer of a model, rotate the same
+// positions: made for each, the 2 x L x R/2 sines and cosines in double had taken the rotary from
+// 0.28 to 0.45 ms a layer at L = 256, R = 64 on the Xeon of docs/performance.md). Kept: the last
+// few small tables.
 std::shared_ptr<const RotaryTable> rotary_table(const std::vector<double>& inv_freq, double scaling, std::size_t pos0,
                                                 std::size_t l, bool keep) {
     static std::mutex mutex;
