@@ -135,9 +135,10 @@ int run() {
     recovery(c);
     _tile_stored(0, sums, 64);
     _tile_release();
-    float keep = sums[0];
-    for (const __m512& a : c.a) keep += _mm512_reduce_add_ps(a);
-    return keep == 0.0f;  // the results used, so nothing above is optimised away
+    float checksum = sums[0];
+    for (const __m512& a : c.a) checksum += _mm512_reduce_add_ps(a);
+    std::printf("checksum %g (the results used, so nothing above is optimised away)\n", checksum);
+    return 0;
 }
 
 }  // namespace
