@@ -332,7 +332,6 @@ void Tokenizer::encode_json(std::string_view text, bool add_special_tokens, cons
     const text::Tokens tokens = impl_->encode_tokens(text, add_special_tokens, source);
     Out out(&sink);
     put_encoding_json(out, TokensView{tokens, impl_->vocab}, thread_count(impl_->threads));
-
     out.flush();
 }
 
