@@ -157,9 +157,22 @@ std::string choose_gguf_products() {
     return "";
 }
 
+// ATTNTRACE_WEIGHT_PAGES=best|map|read chooses how a checkpoint's float32 weights reach the products
+// (io/file_bytes.hpp WeightPages); an empty or unset variable is `best`. Returns the error message, or "".
+std::string choose_weight_pages() {
+    const char* word = std::getenv("ATTNTRACE_WEIGHT_PAGES");
+    if (!word || !*word) return "";
+    attntrace::WeightPages pages{};
+    if (!attntrace::weight_pages_named(word, pages))
+        return std::string("ATTNTRACE_WEIGHT_PAGES: '") + word + "' is not one of best, map, read";
+    attntrace::set_weight_pages(pages);
+    return "";
+}
+
 // The kernels the ATTNTRACE_* variables above choose; the first error message, or "".
 std::string choose_kernels() {
-    for (auto choose : {choose_attention_kernel, choose_gguf_products, choose_gemm_kernel, choose_weight_gemm})
+    for (auto choose : {choose_attention_kernel, choose_gguf_products, choose_gemm_kernel, choose_weight_gemm,
+                        choose_weight_pages})
         if (std::string bad = choose(); !bad.empty()) return bad;
     return "";
 }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -296,9 +297,50 @@ void FileBytes::release(std::size_t offset, std::size_t length) const {
     if (begin < end) ::madvise(static_cast<char*>(mapping_) + begin, end - begin, MADV_DONTNEED);
 }
 
+bool FileBytes::mapping_dearer_than_reading() const {
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    constexpr std::size_t pages = 64;
+    const std::size_t span = pages * page;
+    if (mapping_ == nullptr || size_ < (std::size_t{16} << 20)) return false;
+    char* at = static_cast<char*>(mapping_) + size_ / 2 / page * page;
+    const std::size_t begin = static_cast<std::size_t>(at - static_cast<char*>(mapping_));
+    std::vector<char> into(span, 1);  // warm, as the reused buffers of the read path are
+    using clock = std::chrono::steady_clock;
+    clock::duration mapped = clock::duration::max(), read = clock::duration::max();
+    for (int trial = 0; trial < 3; ++trial) {
+        const auto t0 = clock::now();
+        if (::madvise(at, span, MADV_POPULATE_READ) != 0) return false;  // a kernel before 5.14: map
+        for (std::size_t i = 0; i < pages; ++i) (void)*static_cast<volatile const char*>(at + i * page);  // a volatile read stays
+        ::madvise(at, span, MADV_DONTNEED);  // as release() drops them after their layer
+        const auto t1 = clock::now();
+        read_range(begin, span, into.data());
+        const auto t2 = clock::now();
+        mapped = std::min(mapped, t1 - t0), read = std::min(read, t2 - t1);
+    }
+    return mapped > read;
+}
+
 namespace {
 std::atomic<std::size_t> read_workers{1};  // set_read_threads
+std::atomic<WeightPages> weight_pages{WeightPages::best};  // set_weight_pages
 }  // namespace
+
+bool weight_pages_named(std::string_view word, WeightPages& out) {
+    if (word == "best") out = WeightPages::best;
+    else if (word == "map") out = WeightPages::map;
+    else if (word == "read") out = WeightPages::read;
+    else return false;
+    return true;
+}
+
+void set_weight_pages(WeightPages pages) noexcept { weight_pages.store(pages); }
+
+bool read_weight_pages(const FileBytes& file) {
+    const WeightPages chosen = weight_pages.load();
+    if (chosen != WeightPages::best) return chosen == WeightPages::read;
+    static const bool dearer = file.mapping_dearer_than_reading();  // measured on the first file asked
+    return dearer;
+}
 
 void set_read_threads(std::size_t threads) noexcept { read_workers.store(std::max<std::size_t>(1, thread_count(threads))); }
 std::size_t read_threads() noexcept { return read_workers.load(); }

@@ -94,7 +94,9 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T*
     timeline_mark("head: populating the logits' pages");
     populate_for_writing(logits, p * v * sizeof(T), threads);
     timeline_mark("head: products");
-    const T* in_file = quantized ? nullptr : t.files->in_place<T>(w->stored.name, 0, 0);  // each block's pages mapped by its task
+    // each block's pages mapped by its task; or, where the source copies (WeightPages::read), read into its buffer
+    const bool mapped = !quantized && !t.files->copies_in_place(w->stored.name);
+    const T* in_file = mapped ? t.files->in_place<T>(w->stored.name, 0, 0) : nullptr;
     std::optional<QuantizedRows> x_quantized;  // X's rows quantized once for every block
     if constexpr (std::is_same_v<T, float>)
         if (quantized) x_quantized = quantize_rows(quantized->type, x.data(), p, e, threads);

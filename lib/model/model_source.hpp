@@ -88,6 +88,13 @@ public:
         (void)name;
         return std::nullopt;
     }
+    // Whether in_place(NAME) copies the rows into buffers of the source (WeightPages::read,
+    // file_bytes.hpp) rather than pointing into the file's mapping: a caller that reads rows into
+    // buffers of its own as it goes (the head's blocks, the chosen experts) should then do so.
+    virtual bool copies_in_place(const std::string& name) {
+        (void)name;
+        return false;
+    }
     // Drops the pages of rows [R0, R1) of NAME (all of it by default) from memory, when mapped.
     virtual void release(const std::string& name, std::size_t r0 = 0, std::size_t r1 = SIZE_MAX) = 0;
 

@@ -65,7 +65,8 @@ public:
         WeightView<T>* views[] = {&views_.gate, &views_.up, &views_.down};
         for (std::size_t i = 0; i < 3; ++i) {
             const ModelTensor& m = tensors[i];
-            const T* w = t.files->in_place<T>(m.stored.name);
+            // the source's staged copies would pile up until the layer ends: its buffers instead
+            const T* w = t.files->copies_in_place(m.stored.name) ? nullptr : t.files->in_place<T>(m.stored.name);
             if (!w) {
                 buffers[i].resize(m.stored.shape[0] * m.stored.shape[1]);
                 t.files->read_into(m.stored.name, buffers[i].data());

@@ -1,9 +1,11 @@
 // A checkpoint's config.json and safetensors files (safetensors_source.hpp).
 #include "safetensors_source.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <filesystem>
 
+#include "attntrace/tensor/buffer.hpp"
 #include "attntrace/tensor/errors.hpp"
 
 namespace attntrace {
@@ -16,6 +18,31 @@ namespace {
 [[noreturn]] void fail(const std::string& source, const std::string& what) { throw InputError(source + ": " + what); }
 
 }  // namespace
+
+const char* StagedTensors::stage(const std::string& name, const FileBytes& file, std::size_t offset, std::size_t length) {
+    constexpr std::size_t align = 64, chunk_bytes = std::size_t{32} << 20;
+    const std::size_t need = (length + align - 1) / align * align;
+    char* at = nullptr;
+    {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        while (chunk_ < chunks_.size() && used_ + need > chunks_[chunk_].size) ++chunk_, used_ = 0;
+        if (chunk_ == chunks_.size()) {
+            const std::size_t size = std::max(need, chunk_bytes);
+            chunks_.push_back({{static_cast<char*>(allocate_buffer(size)), [](char* p) { free_buffer(p); }}, size});
+        }
+        at = chunks_[chunk_].data.get() + used_;
+        used_ += need;
+        live_.insert(name);
+    }
+    file.copy(offset, length, at);
+    return at;
+}
+
+void StagedTensors::release(const std::string& name) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    live_.erase(name);
+    if (live_.empty()) chunk_ = 0, used_ = 0;
+}
 
 SafetensorsSource::SafetensorsSource(std::string path)
     : path_(std::move(path)), config_name_((fs::path(path_) / "config.json").string()) {}
@@ -124,6 +151,7 @@ void SafetensorsSource::rows(const std::string& name, std::size_t r0, std::size_
 
 // F32 for float, F64 for double, aligned, on a little-endian machine: a pointer into the mapping.
 const void* SafetensorsSource::resident(const std::string& name, std::size_t r0, std::size_t r1, std::size_t element) {
+    if (std::getenv("ATTNTRACE_X_READ")) return nullptr;  // EXPERIMENT
     if constexpr (std::endian::native != std::endian::little) return nullptr;
     const Shard& s = shard(name);
     const SafetensorsIndex::Tensor& t = s.index.tensors.at(name);
@@ -132,7 +160,8 @@ const void* SafetensorsSource::resident(const std::string& name, std::size_t r0,
     const std::size_t row = rows ? t.nbytes / rows : 0;
     r1 = std::min(r1, rows);
     if (r0 > r1) return nullptr;
-    const char* at = s.bytes.resident(t.offset + r0 * row, (r1 - r0) * row);
+    const char* at = read_weight_pages(s.bytes) ? staged_.stage(name, s.bytes, t.offset + r0 * row, (r1 - r0) * row)
+                                                : s.bytes.resident(t.offset + r0 * row, (r1 - r0) * row);
     if (reinterpret_cast<std::uintptr_t>(at) % element != 0) return nullptr;
     return at;
 }
@@ -145,6 +174,9 @@ void SafetensorsSource::release(const std::string& name, std::size_t r0, std::si
     const std::size_t row = t.nbytes / rows;
     r1 = std::min(r1, rows);
     if (r0 < r1) s.bytes.release(t.offset + r0 * row, (r1 - r0) * row);
+    staged_.release(name);
 }
+
+bool SafetensorsSource::copies_in_place(const std::string& name) { return read_weight_pages(shard(name).bytes); }
 
 }  // namespace attntrace

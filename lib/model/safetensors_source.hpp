@@ -7,14 +7,39 @@
 // pages are dropped once read. Internal to lib/model.
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "attntrace/io/file_bytes.hpp"
 #include "attntrace/io/safetensors.hpp"
 #include "model_source.hpp"
 
 namespace attntrace {
+
+// WeightPages::read (file_bytes.hpp): the tensors asked for in place, copied by pread into chunks
+// of memory that are reused once every tensor staged has been released (a layer's weights, from
+// load_block to release_block), so the run touches the same pages layer after layer instead of a
+// fresh mapping of each. Chunks of 32 MiB or the tensor's size, kept for the source's life.
+class StagedTensors {
+public:
+    // Bytes [OFFSET, OFFSET + LENGTH) of FILE, copied to a 64-byte-aligned place that stays NAME's
+    // until release(NAME).
+    const char* stage(const std::string& name, const FileBytes& file, std::size_t offset, std::size_t length);
+    void release(const std::string& name);
+
+private:
+    struct Chunk {
+        std::unique_ptr<char, void (*)(char*)> data;
+        std::size_t size;
+    };
+    std::mutex mutex_;
+    std::vector<Chunk> chunks_;
+    std::size_t chunk_ = 0, used_ = 0;  // where the next copy goes: chunks_[chunk_] from byte used_
+    std::multiset<std::string> live_;   // the names staged and not yet released
+};
 
 class SafetensorsSource final : public ModelSource {
 public:
@@ -30,6 +55,7 @@ public:
     std::string config_word() const override { return "config.json"; }
     const std::map<std::string, std::string>& key_names() const override;
     void release(const std::string& name, std::size_t r0 = 0, std::size_t r1 = SIZE_MAX) override;
+    bool copies_in_place(const std::string& name) override;
 
 private:
     struct Shard {
@@ -58,6 +84,7 @@ private:
     std::string index_name_;                    // model.safetensors.index.json, when sharded
     std::map<std::string, std::string> where_;  // tensor -> file
     std::map<std::string, std::unique_ptr<Shard>> shards_;
+    StagedTensors staged_;  // WeightPages::read: the tensors asked for in place
 };
 
 }  // namespace attntrace

@@ -166,6 +166,10 @@ KERNELS="blas avx512 amx" KERNEL_VAR=ATTNTRACE_WEIGHT_GEMM on_both_kernels gpt2-
     "$ATTNTRACE" mha --model "$MODELS/gpt2" --layer 1 -q "$MODELS/gpt2/golden/hidden_L1.npy" --trace none -o "$work/w.npy"
 KERNELS="blas avx512 amx" KERNEL_VAR=ATTNTRACE_WEIGHT_GEMM on_both_kernels llama-weights "$MODELS/llama/golden/output_L1.npy" "$work/w.npy" \
     "$ATTNTRACE" mha --model "$MODELS/llama" --layer 1 -q "$MODELS/llama/golden/hidden_L1.npy" --trace none -o "$work/w.npy"
+# a checkpoint's float32 weights mapped in place or copied into reused buffers (ATTNTRACE_WEIGHT_PAGES,
+# io/file_bytes.hpp): the same golden output either way
+KERNELS="map read" KERNEL_VAR=ATTNTRACE_WEIGHT_PAGES on_both_kernels gpt2-pages "$MODELS/gpt2/golden/output_L1.npy" "$work/w.npy" \
+    "$ATTNTRACE" mha --model "$MODELS/gpt2" --layer 1 -q "$MODELS/gpt2/golden/hidden_L1.npy" --trace none -o "$work/w.npy"
 # gemma2's layer 0 soft-caps its scores (3.0) under a window of 3: the tiled path (no weights kept)
 # must give the golden output whichever kernel is chosen (the fused one leaves capping to BLAS).
 on_both_kernels gemma2 "$MODELS/gemma2/golden/output_L0.npy" "$work/capped.npy" "$ATTNTRACE" mha \

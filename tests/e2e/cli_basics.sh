@@ -24,6 +24,9 @@ ATTNTRACE_WEIGHT_GEMM=fast run 2 "$A" --version
 error_line "ATTNTRACE_WEIGHT_GEMM" "'fast' is not one of best, blas, avx512"
 ATTNTRACE_WEIGHT_GEMM=blas run 0 "$A" --version
 [ "$(sed -n 4p "$W/out")" = "weight products: OpenBLAS products" ] || fail "ATTNTRACE_WEIGHT_GEMM=blas: '$(sed -n 4p "$W/out")'"
+# ATTNTRACE_WEIGHT_PAGES (io/file_bytes.hpp WeightPages) the same way
+ATTNTRACE_WEIGHT_PAGES=mmap run 2 "$A" --version
+error_line "ATTNTRACE_WEIGHT_PAGES" "'mmap' is not one of best, map, read"
 # the fourth line: the weight products' kernel, AMX where the CPU has AMX-BF16 (and Linux grants it)
 if grep -qw amx_bf16 /proc/cpuinfo; then weights="amx (float32 by bfloat16 split)"; elif grep -qw avx512f /proc/cpuinfo; then weights=avx512; else weights="OpenBLAS products"; fi
 run 0 env -u ATTNTRACE_WEIGHT_GEMM "$A" --version
