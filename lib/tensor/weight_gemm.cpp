@@ -60,6 +60,20 @@ WeightGemm weight_gemm() {
     return amx ? WeightGemm::amx : avx512 ? WeightGemm::avx512 : WeightGemm::blas;
 }
 
+bool weight_gemm_every_row() {
+    const WeightGemm kernel = weight_gemm();
+    if (kernel == WeightGemm::blas) return false;
+    if (kernel == WeightGemm::amx || chosen != WeightGemm::best) return true;
+#if ATTNTRACE_WEIGHT_GEMM_X86
+    // Zen 5 (an AMD EPYC VM, 2 cores, tests/bench/weight_gemm 1 5 2048): 1.00x OpenBLAS's Cooperlake
+    // kernels at 2048 rows on every shape of the bench; on the Sapphire Rapids Xeon, 0.7-0.8x.
+    static const bool amd = __builtin_cpu_is("amd");
+    return amd;
+#else
+    return false;
+#endif
+}
+
 std::string weight_gemm_name(WeightGemm kernel) {
     for (const auto& [k, name] : kNames)
         if (k == kernel) return name;
@@ -85,7 +99,7 @@ bool weight_product(const float* x, std::size_t ldx, std::size_t rows, std::size
     const WeightGemm kernel = weight_gemm();
     const bool best = chosen == WeightGemm::best;
     const bool on_amx = kernel == WeightGemm::amx && (!best || rows >= kAmxRowsLeast);
-    if (kernel == WeightGemm::blas || (!on_amx && best && rows > kBestRowsMost)) return false;
+    if (kernel == WeightGemm::blas || (!on_amx && best && rows > kBestRowsMost && !weight_gemm_every_row())) return false;
     if (rows == 0 || out == 0) return true;
     if (on_amx && weight_kernels::product_amx(x, ldx, rows, in, w, ldw, conv1d, out, beta, y, ldy)) return true;
     weight_kernels::product_avx512(x, ldx, rows, in, w, ldw, conv1d, out, beta, y, ldy);

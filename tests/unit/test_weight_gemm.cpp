@@ -31,6 +31,14 @@ bool cpu_runs(WeightGemm kernel) {
 }
 bool cpu_has_avx512() { return cpu_runs(WeightGemm::avx512); }
 
+bool cpu_is_amd() {
+#if defined(__x86_64__)
+    return __builtin_cpu_is("amd");
+#else
+    return false;
+#endif
+}
+
 // Y (rows, out) := X (rows, in) · Wᵀ + beta · Y against float64 sums: within 1e-5 relative to
 // Σ |x w| (float32 sums of `in` products, each rounded, in any order).
 void check_product(std::size_t rows, std::size_t in, std::size_t out, bool conv1d, float beta) {
@@ -151,15 +159,21 @@ TEST_CASE("weight_product: ATTNTRACE_WEIGHT_GEMM=blas declines (gemm runs), best
     const bool amx = cpu_runs(WeightGemm::amx), avx512 = cpu_has_avx512();
     CHECK(attntrace::weight_gemm() == (amx ? WeightGemm::amx : avx512 ? WeightGemm::avx512 : WeightGemm::blas));
     // best: the AVX-512 kernels to 384 rows, OpenBLAS past them (Y left for gemm to write), unless
-    // the AMX kernel runs, which takes every product of 32 rows and more
+    // the AMX kernel runs, which takes every product of 32 rows and more, or the CPU is an AMD one
+    // with AVX-512, where the AVX-512 kernels take every product too
+    const bool amd = avx512 && cpu_is_amd();
+    CHECK(attntrace::weight_gemm_every_row() == (amx || amd));
     std::vector<float> xs(385, 1.0f), ys(385, 5.0f);
     CHECK(attntrace::weight_product(xs.data(), 1, 384, 1, &w, 1, false, 1, 0.0f, ys.data(), 1) == avx512);
     CHECK(ys[383] == (avx512 ? 2.0f : 5.0f));
-    CHECK(attntrace::weight_product(xs.data(), 1, 385, 1, &w, 1, false, 1, 0.0f, ys.data(), 1) == amx);
+    CHECK(attntrace::weight_product(xs.data(), 1, 385, 1, &w, 1, false, 1, 0.0f, ys.data(), 1) == (amx || amd));
     if (avx512) {  // avx512: every product
         attntrace::set_weight_gemm(WeightGemm::avx512);
+        CHECK(attntrace::weight_gemm_every_row());
         CHECK(attntrace::weight_product(xs.data(), 1, 385, 1, &w, 1, false, 1, 0.0f, ys.data(), 1));
     }
+    attntrace::set_weight_gemm(WeightGemm::blas);
+    CHECK_FALSE(attntrace::weight_gemm_every_row());
     attntrace::set_weight_gemm(WeightGemm::best);
     WeightGemm named{};
     CHECK(attntrace::weight_gemm_named("blas", named));

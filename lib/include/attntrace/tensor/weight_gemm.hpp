@@ -25,6 +25,10 @@ enum class WeightGemm { best, blas, avx512, amx };
 void set_weight_gemm(WeightGemm kernel);
 // The kernel products run now (best resolved: blas, avx512 or amx).
 WeightGemm weight_gemm();
+// Whether every product weight_product is asked for runs on a kernel of ours, whatever its rows (so
+// OpenBLAS need not be loaded for them): amx, avx512 when chosen, and best on an AMD CPU with
+// AVX-512F, where the AVX-512 kernel matched OpenBLAS's own kernels at 2048 rows (docs/performance.md).
+bool weight_gemm_every_row();
 std::string weight_gemm_name(WeightGemm kernel);
 // The kernel named NAME ("best", "blas", "avx512", "amx"), or false when there is none.
 bool weight_gemm_named(const std::string& name, WeightGemm& kernel);
