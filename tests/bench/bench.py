@@ -317,6 +317,26 @@ CASES = [
 ]
 
 
+def coretype_note(build):
+    """A note when OPENBLAS_CORETYPE, set by the environment, names kernels slower than those OpenBLAS
+    picks for this CPU by itself: the ceiling, PyTorch and attntrace's OpenBLAS products then all run
+    the slower ones (attntrace leaves a variable the user set alone). Seen on an AMD EPYC VM whose
+    environment sets Haswell (AVX2) on a CPU with AVX-512: 181 against 351 GFLOP/s."""
+    core = os.environ.get("OPENBLAS_CORETYPE")
+    if not core:
+        return ""
+    unset = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    tool = os.path.join(build, "tests", "sgemm_ceiling")
+    as_set = float(subprocess.check_output([tool, "2048", "1"]).split()[0])
+    own = subprocess.check_output([tool, "2048", "1"], env=unset).split()
+    if float(own[0]) < 1.1 * as_set:
+        return ""
+    return (f"OPENBLAS_CORETYPE={core}, set by the environment, runs sgemm at {as_set:.0f} GFLOP/s on 1 thread here "
+            f"against {float(own[0]):.0f} with the {own[1].decode()} kernels OpenBLAS picks by itself: the ceiling, "
+            f"PyTorch and attntrace's OpenBLAS products all use {core}; run under `env -u OPENBLAS_CORETYPE` for the "
+            f"machine's own")
+
+
 class Bench:
     """One run: the executables, the work folder, the PyTorch to compare with, and the ceilings."""
 
@@ -742,7 +762,7 @@ def main():
     for t in threads:
         rows.append(bench.startup(t))
     rows.append(bench.startup(None))
-    notes = [skipped]
+    notes = [skipped, coretype_note(args.build)]
     if bench.torch_version:
         t0 = time.perf_counter()
         subprocess.run([args.python, "-c", "import torch"], check=True)
