@@ -20,14 +20,16 @@ namespace {
 }  // namespace
 
 const char* StagedTensors::stage(const std::string& name, const FileBytes& file, std::size_t offset, std::size_t length) {
-    constexpr std::size_t align = 64, chunk_bytes = std::size_t{32} << 20;
+    // a new chunk holds the tensor rounded up to 4 MiB (huge pages, buffer.hpp): the same tensors of the
+    // next layer then land in the same chunks, and a small model populates no more than it uses
+    constexpr std::size_t align = 64, chunk_bytes = std::size_t{4} << 20;
     const std::size_t need = (length + align - 1) / align * align;
     char* at = nullptr;
     {
         const std::lock_guard<std::mutex> lock(mutex_);
         while (chunk_ < chunks_.size() && used_ + need > chunks_[chunk_].size) ++chunk_, used_ = 0;
         if (chunk_ == chunks_.size()) {
-            const std::size_t size = std::max(need, chunk_bytes);
+            const std::size_t size = (need + chunk_bytes - 1) / chunk_bytes * chunk_bytes;
             chunks_.push_back({{static_cast<char*>(allocate_buffer(size)), [](char* p) { free_buffer(p); }}, size});
         }
         at = chunks_[chunk_].data.get() + used_;

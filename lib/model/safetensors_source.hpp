@@ -22,7 +22,8 @@ namespace attntrace {
 // WeightPages::read (file_bytes.hpp): the tensors asked for in place, copied by pread into chunks
 // of memory that are reused once every tensor staged has been released (a layer's weights, from
 // load_block to release_block), so the run touches the same pages layer after layer instead of a
-// fresh mapping of each. Chunks of 32 MiB or the tensor's size, kept for the source's life.
+// fresh mapping of each. A chunk is made for a tensor that fits in none (its size rounded up to 4
+// MiB) and kept for the source's life.
 class StagedTensors {
 public:
     // Bytes [OFFSET, OFFSET + LENGTH) of FILE, copied to a 64-byte-aligned place that stays NAME's
