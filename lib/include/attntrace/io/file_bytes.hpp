@@ -57,10 +57,11 @@ public:
     const std::string& name() const { return name_; }
 
     // Whether mapping this file's pages costs more than reading them with pread: 64 pages from its
-    // middle mapped (MADV_POPULATE_READ), touched and dropped (MADV_DONTNEED, as after a layer),
-    // against the same bytes read into a warm buffer, the faster of 3 trials each. Measured on an
-    // AMD EPYC VM whose hypervisor shadows the page tables: 65 us mapped against 10-17 us read;
-    // false for a file read into memory, one under 16 MiB, or a kernel without MADV_POPULATE_READ.
+    // middle mapped (MADV_POPULATE_READ) and touched, against the same bytes read into a warm buffer,
+    // the faster of 3 trials each, and true when mapping takes more than twice as long (reading
+    // copies what the mapping does not). On an AMD EPYC VM whose hypervisor shadows the page
+    // tables: 49 us mapped against 10-15 us read. False for a file read into memory, one under 16
+    // MiB, or a kernel without MADV_POPULATE_READ.
     bool mapping_dearer_than_reading() const;
 
 private:
