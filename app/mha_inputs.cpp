@@ -60,9 +60,10 @@ void load_mha_masks(const MhaFlags& f, attntrace::Masks<T>& masks) {
 }
 
 // Whether mha's products will likely call OpenBLAS: not when the float32 projections run on a kernel
-// of ours at every row count (weight_gemm_every_row: AMX, or AVX-512 on AMD) and the attention on the fused one (a mask or a trace that sends the attention to the
-// BLAS path loads OpenBLAS at its first product). Loading it beside the query's read costs 9-15 ms
-// of the other core, and its mappings contend with the read's page faults.
+// of ours at every row count (weight_gemm_every_row: AMX, or AVX-512 on AMD) and the attention on
+// the fused one (a mask or a trace that sends the attention to the BLAS path loads OpenBLAS at its
+// first product). Loading it beside the query's read costs 9-15 ms of the other core (11 ms on the
+// AMD EPYC VM), and its mappings contend with the read's page faults.
 template <class T>
 bool products_need_blas() {
     if constexpr (std::is_same_v<T, float>)

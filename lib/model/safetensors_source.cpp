@@ -153,7 +153,6 @@ void SafetensorsSource::rows(const std::string& name, std::size_t r0, std::size_
 
 // F32 for float, F64 for double, aligned, on a little-endian machine: a pointer into the mapping.
 const void* SafetensorsSource::resident(const std::string& name, std::size_t r0, std::size_t r1, std::size_t element) {
-    if (std::getenv("ATTNTRACE_X_READ")) return nullptr;  // EXPERIMENT
     if constexpr (std::endian::native != std::endian::little) return nullptr;
     const Shard& s = shard(name);
     const SafetensorsIndex::Tensor& t = s.index.tensors.at(name);
