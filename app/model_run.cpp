@@ -2,7 +2,6 @@
 #include "model_run.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <iostream>
 #include <iterator>
 #include <filesystem>
@@ -176,16 +175,6 @@ public:
         header_ = npy_header<T>(shape);
         file_->write_at(0, header_);
     }
-    // Room for the whole tensor, computed in place: the file's own pages when it can be mapped
-    // (no buffer, no copy at commit; the header the constructor wrote is already there), else a
-    // buffer that commit() writes.
-    T* in_place() {
-        if (file_ && !held_)
-            if (char* mapped = file_->map(header_.size() + *checked_element_count(shape_) * sizeof(T)))
-                return reinterpret_cast<T*>(mapped + header_.size());
-        if (!held_) held_ = Array<T>::from_shape(shape_);
-        return held_->data();
-    }
     void write(std::size_t first, const T* data, std::size_t count) {
         if (file_)
             file_->write_at(header_.size() + first * sizeof(T), {reinterpret_cast<const char*>(data), count * sizeof(T)});
@@ -193,8 +182,6 @@ public:
             std::copy(data, data + count, held_->data() + first);
     }
     void commit() {
-        if (file_ && held_)
-            file_->write_at(header_.size(), {reinterpret_cast<const char*>(held_->data()), held_->size() * sizeof(T)});
         if (file_) return file_->commit();
         save_tensor(path_, *held_, FileFormat::npy);
     }
@@ -269,12 +256,11 @@ std::vector<std::size_t> prediction_positions(const ModelSession& s, const Seque
 }
 
 template <class T>
-std::vector<Prediction> predictions(const ModelSession& s, const T* logits, const std::vector<std::size_t>& positions,
-                                    bool all_rows) {
+std::vector<Prediction> predictions(const ModelSession& s, const T* logits, const std::vector<std::size_t>& positions) {
     std::vector<Prediction> out;
     const std::size_t v = s.model.config.vocab;
     for (std::size_t i = 0; i < positions.size(); ++i) {
-        const T* row = logits + (all_rows ? positions[i] : i) * v;
+        const T* row = logits + i * v;
         out.push_back(Prediction{positions[i], top_candidates(row, v, s.top)});
     }
     if (s.tokenizer) label_predictions(out, *s.tokenizer);
@@ -321,25 +307,6 @@ std::pair<InductionSequence, std::map<std::size_t, std::vector<double>>> inducti
     return {seq, scorer.scores};
 }
 
-// The logits' pages (BYTES at P, the output file's mapping) made on a side thread at the least
-// priority while the forward runs: one thread makes them as fast as two (the file's locks), so the
-// head's own populate_for_writing (lib/model/head.cpp) finds them made instead of stopping both
-// workers for ~9 ms (docs/performance.md, "## GGUF weights"). In 2 MiB steps, each a short hold of
-// the mapping's lock; it stops between steps once STOP is set (the head makes what is left).
-std::unique_ptr<Alongside<void>> populate_alongside(void* p, std::size_t bytes, const std::atomic<bool>& stop) {
-    return std::make_unique<Alongside<void>>([p, bytes, &stop] {
-        lower_thread_priority();
-        timeline_mark("logits: making the pages alongside");
-        constexpr std::uintptr_t step = std::uintptr_t{2} << 20;  // steps end on 2 MiB addresses: whole pages each
-        const std::uintptr_t last = reinterpret_cast<std::uintptr_t>(p) + bytes;
-        for (std::uintptr_t at = reinterpret_cast<std::uintptr_t>(p), next; at < last && !stop; at = next) {
-            next = std::min(last, (at + step) / step * step);
-            populate_for_writing(reinterpret_cast<void*>(at), next - at, 1);
-        }
-        timeline_mark("logits: pages made alongside");
-    });
-}
-
 // Refuses (exit 3, naming --max-memory) a run whose peak would pass the budget.
 void check_budget(const ModelSession& s, std::size_t length, const ForwardOptions& o, std::size_t element,
                   std::uint64_t extra_bytes) {
@@ -384,31 +351,29 @@ ModelTrace run_sequence(const ModelSession& s, const Sequence& seq, bool write_o
     observers.add(&routing);
     if (write_outputs) observers.add(&files.emplace(s, seq.ids.size()));
     if (extra.observer) observers.add(extra.observer);
-    std::optional<NpyOutput<T>> logits_file;  // the head computes into the file's pages
-    std::atomic<bool> populated{false};
-    std::unique_ptr<Alongside<void>> populating;  // declared after: joined before the file goes
+    std::optional<NpyOutput<T>> logits_file;  // written by the head, a block of columns at a time
+    Array<T> predicted;                       // (positions, V): their rows, kept as the blocks pass
     if (o.all_logits) {
-        const Shape shape{seq.ids.size(), s.model.config.vocab};
-        o.logits_destination = logits_file.emplace(f.logits, shape).in_place();
-        if (thread_count(f.threads) > 1)  // --threads 1 starts none
-            populating = populate_alongside(o.logits_destination, shape[0] * shape[1] * sizeof(T), populated);
+        const std::size_t rows = seq.ids.size(), v = s.model.config.vocab;
+        logits_file.emplace(f.logits, Shape{rows, v});
+        predicted = Array<T>::from_shape({positions.size(), v});
+        o.logits_columns = [&, rows, v](std::size_t first, std::size_t count, const void* data) {
+            const T* block = static_cast<const T*>(data);
+            for (std::size_t r = 0; r < rows; ++r) logits_file->write(r * v + first, block + r * count, count);
+            for (std::size_t i = 0; i < positions.size(); ++i)
+                std::copy_n(block + positions[i] * count, count, predicted.data() + i * v + first);
+        };
     }
     timeline_mark("model: forward");
-    const ForwardResult<T> result = [&] {
-        struct Stop {  // the populating thread's steps end with the forward, thrown or not
-            std::atomic<bool>& flag;
-            ~Stop() { flag = true; }
-        } stop{populated};
-        return forward<T>(s.model, seq.ids, o, observers);
-    }();
+    const ForwardResult<T> result = forward<T>(s.model, seq.ids, o, observers);
     timeline_mark("model: forward done");
     ModelTrace trace;
     trace.dir = f.model, trace.config = &s.model.config, trace.dtype = sizeof(T) == 4 ? "float32" : "float64";
     trace.threads = f.threads, trace.tokens = seq.tokens, trace.heads = stats.layers;
     if (f.induction) std::tie(trace.induction, trace.induction_scores) = induction_run<T>(s);
     if (s.top > 0) trace.predicted = s.model.config.causal() ? "next" : "mask";
-    const T* logits = result.logits ? result.logits->data() : static_cast<const T*>(o.logits_destination);
-    if (logits) trace.predictions = predictions(s, logits, positions, o.all_logits);
+    if (result.logits || o.all_logits)  // of `positions` only, or those rows kept from every position's
+        trace.predictions = predictions(s, o.all_logits ? predicted.data() : result.logits->data(), positions);
     timeline_mark("model: predictions read");
     auto path_or_null = [&](const std::string& p) { return write_outputs && !p.empty() ? nlohmann::json(p) : nlohmann::json(); };
     trace.outputs = {{"hidden_states", path_or_null(f.hidden_states)},
@@ -420,7 +385,6 @@ ModelTrace run_sequence(const ModelSession& s, const Sequence& seq, bool write_o
         trace.outputs["expert_weights"] = path_or_null(f.expert_weights);
         if (write_outputs) write_routing<T>(f, trace.routing, seq.ids.size(), s.model.config.moe->top_k);
     }
-    if (populating) populating->get();
     timeline_mark("model: committing the outputs");
     if (logits_file) logits_file->commit();
     if (files) files->commit();

@@ -307,13 +307,7 @@ void write_file_atomically(const std::string& path, Pieces bytes) {
 struct StreamedFile::Impl {
     std::string path, target;
     TempFile temp;
-    void* mapping = nullptr;  // map()'s, unmapped before commit and on every exit
-    std::size_t mapped = 0;
     Impl(const std::string& p, const std::string& t) : path(p), target(t), temp(temp_file_for(p, t)) {}
-    ~Impl() { unmap(); }
-    void unmap() noexcept {
-        if (mapping != nullptr) ::munmap(std::exchange(mapping, nullptr), mapped);
-    }
 };
 
 std::unique_ptr<StreamedFile> StreamedFile::open(const std::string& path) {
@@ -340,31 +334,7 @@ void StreamedFile::write_at(std::size_t offset, std::string_view bytes) {
     }
 }
 
-char* StreamedFile::map(std::size_t size) {
-    if (impl_->mapping != nullptr || size == 0) return nullptr;
-    const int fd = impl_->temp.fd();
-    // The blocks are reserved first, so that no store into the mapping can find the disk full
-    // (that would be a SIGBUS, not an error we can report).
-    int error;  // fallocate(2), not posix_fallocate: glibc's emulation would write every block
-    do {
-        error = ::fallocate(fd, 0, 0, static_cast<off_t>(size)) == 0 ? 0 : errno;
-    } while (error == EINTR);
-    if (error == ENOSPC || error == EDQUOT || error == EFBIG) throw_output_errno(impl_->path, error);
-    if (error != 0) return nullptr;  // EOPNOTSUPP and the like: write_at instead
-    void* mapping = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (mapping == MAP_FAILED) return nullptr;
-    // A hint (THP "madvise" mode; elsewhere it changes nothing): the file's page cache then comes in
-    // large folios, mapped a folio at a time. Measured for the 51 MB logits of the model bench
-    // (docs/performance.md, "The whole model's ceiling"): populating 8 ms of CPU against 12.5, the
-    // unmapping 0.9 ms against 1.9.
-    ::madvise(mapping, size, MADV_HUGEPAGE);
-    impl_->mapping = mapping;
-    impl_->mapped = size;
-    return static_cast<char*>(mapping);
-}
-
 void StreamedFile::commit() {
-    impl_->unmap();
     if (const int error = impl_->temp.commit(impl_->target); error != 0) throw_output_errno(impl_->path, error);
 }
 

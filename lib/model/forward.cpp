@@ -469,7 +469,7 @@ template <class T>
 const Array<T>& ForwardPass<T>::residual() const { return state_->a.x; }
 
 template <class T>
-Array<T> ForwardPass<T>::logits(const std::vector<std::size_t>& positions, T* destination) {
+Array<T> ForwardPass<T>::logits(const std::vector<std::size_t>& positions, const LogitsColumns<T>* columns) {
     State& s = *state_;
     const Activations<T>& a = s.a;
     if (s.next != s.model.config.layers.size()) throw UsageError("logits: the forward has not run every layer");
@@ -480,13 +480,13 @@ Array<T> ForwardPass<T>::logits(const std::vector<std::size_t>& positions, T* de
     if (positions.size() == a.l) {  // every position: the rows as they are
         bool all = true;
         for (std::size_t i = 0; i < positions.size(); ++i) all = all && positions[i] == i;
-        if (all) return head(s.model, a.x, a.threads, destination);
+        if (all) return head(s.model, a.x, a.threads, columns);
     }
     Array<T> rows = Array<T>::from_shape({a.b * positions.size(), a.e});
     for (std::size_t b = 0; b < a.b; ++b)
         for (std::size_t i = 0; i < positions.size(); ++i)
             std::copy_n(a.x.data() + (b * a.l + positions[i]) * a.e, a.e, rows.data() + (b * positions.size() + i) * a.e);
-    return head(s.model, rows, a.threads, destination);
+    return head(s.model, rows, a.threads, columns);
 }
 
 template <class T>
@@ -511,9 +511,11 @@ ForwardResult<T> forward(const Model& model, const std::vector<std::uint32_t>& i
         positions.resize(ids.size());
         for (std::size_t i = 0; i < ids.size(); ++i) positions[i] = i;
     }
-    T* destination = options.all_logits ? static_cast<T*>(options.logits_destination) : nullptr;
-    Array<T> computed = pass.logits(positions, destination);
-    if (!destination) result.logits = std::move(computed);
+    LogitsColumns<T> columns;
+    if (options.all_logits && options.logits_columns)
+        columns = [&to = options.logits_columns](std::size_t first, std::size_t count, const T* block) { to(first, count, block); };
+    Array<T> computed = pass.logits(positions, columns ? &columns : nullptr);
+    if (!columns) result.logits = std::move(computed);
     return result;
 }
 

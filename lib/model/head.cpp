@@ -12,6 +12,7 @@
 #include "attntrace/model/norms.hpp"
 #include "attntrace/tensor/buffer.hpp"
 #include "attntrace/tensor/errors.hpp"
+#include "attntrace/tensor/threads.hpp"
 #include "attntrace/tensor/timeline.hpp"
 #include "model_tensors.hpp"
 #include "products.hpp"
@@ -72,10 +73,17 @@ void final_norm_rows(const Model& model, T* x, std::size_t rows, std::size_t thr
     add_and_norm(x, nullptr, nullptr, x, rows, model.config.hidden, norm_of(f.kind, f.eps, f.weight, f.bias), threads);
 }
 
+// The head's output goes out in blocks of vocabulary columns where a LogitsColumns takes it: as
+// many blocks of head_rows columns as 12 MiB of (P, columns) logits hold, at least one, at most a
+// quarter of them (so that writing one overlaps computing the next). Each costs one write per row
+// of the file (app/model_run.cpp): five calls for GPT-2's 50257 columns at P = 256, each a buffer
+// that the layers' freed weight chunks already hold (tensor/buffer.hpp).
+constexpr std::size_t logits_block_bytes = std::size_t{12} << 20;
+
 // In blocks of head_rows vocabulary rows, one block per task, each worker converting its block into
 // its own buffer, or reading it in place when the file holds it as T, its pages dropped after.
 template <class T>
-Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T* destination, bool capped) {
+Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, const LogitsColumns<T>* columns, bool capped) {
     const ModelConfig& m = model.config;
     const ModelTensors& t = *model.tensors;
     const Array<T> x = m.head == Head::masked_lm ? mlm_transform(model, final, threads) : final;
@@ -86,41 +94,61 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, T*
     // (tensor/weight_gemm.hpp), and 512 spent a third of the head's splitting on X (5 ms here)
     const std::size_t head_rows = quantized ? 512 : 1024;
     const std::size_t p = x.shape()[0], e = m.hidden, v = m.vocab, blocks = (v + head_rows - 1) / head_rows;
-    Array<T> held;  // empty when the caller gave the (P, V) logits their place
-    T* logits = destination ? destination : (held = Array<T>::from_shape({p, v})).data();
-    threads = std::min(threads, blocks);
-    // the pages first, all at once (a file's shared mapping: 14 ms for 51 MB on 2 threads here,
-    // against 30 ms more as page faults amid the products, docs/performance.md)
-    timeline_mark("head: populating the logits' pages");
-    populate_for_writing(logits, p * v * sizeof(T), threads);
-    timeline_mark("head: products");
+    const std::size_t per_write =  // blocks of head_rows columns in one LogitsColumns call
+        columns ? std::clamp<std::size_t>(logits_block_bytes / (std::max<std::size_t>(p, 1) * head_rows * sizeof(T)), 1,
+                                          (blocks + 3) / 4)
+                : blocks;
+    threads = std::min(threads, per_write);
     // each block's pages mapped by its task; or, where the source copies (WeightPages::read), read into its buffer
     const bool mapped = !quantized && !t.files->copies_in_place(w->stored.name);
     const T* in_file = mapped ? t.files->in_place<T>(w->stored.name, 0, 0) : nullptr;
     std::optional<QuantizedRows> x_quantized;  // X's rows quantized once for every block
     if constexpr (std::is_same_v<T, float>)
         if (quantized) x_quantized = quantize_rows(quantized->type, x.data(), p, e, threads);
-    std::vector<std::vector<T>> staged(in_file || quantized ? 0 : threads, std::vector<T>(head_rows * e));
-    parallel_for(blocks, threads, [&](std::size_t blk, std::size_t worker) {
+    t.files->free_copies();  // the layers' weight buffers, for the ones below (pages made, no faults)
+    // the (P, V) logits; or, to COLUMNS, two blocks of them: one written alongside while the next is computed
+    Array<T> held = columns ? Array<T>::from_shape({2, p, std::min(v, per_write * head_rows)}) : Array<T>::from_shape({p, v});
+    // each worker's block of weight rows, read into it where the file is not used in place
+    Array<T> staged = Array<T>::from_shape({in_file || quantized ? 0 : threads, head_rows * e});
+    if (!columns) {  // the pages first, all at once, not as page faults amid the products
+        timeline_mark("head: populating the logits' pages");
+        populate_for_writing(held.data(), p * v * sizeof(T), threads);
+    }
+    timeline_mark("head: products");
+    // block BLK's (P, v1 - v0) logits into OUT, rows LDO apart
+    const auto block = [&](std::size_t blk, std::size_t worker, T* out, std::size_t ldo) {
         const std::size_t v0 = blk * head_rows, v1 = std::min(v, v0 + head_rows);
         if constexpr (std::is_same_v<T, float>)
-            if (quantized) quantized_product(quantized->row_range(v0, v1), *x_quantized, logits + v0, v, 1);
+            if (quantized) quantized_product(quantized->row_range(v0, v1), *x_quantized, out, ldo, 1);
         if (!quantized) {
-            const T* rows = in_file ? t.files->in_place<T>(w->stored.name, v0, v1) : staged[worker].data();
-            if (!in_file) t.files->read_rows(w->stored.name, v0, v1, staged[worker].data());
-            multiply_weight(x.data(), e, p, e, rows, e, false, v1 - v0, T(0), logits + v0, v);
+            T* own = staged.data() + worker * head_rows * e;
+            const T* rows = in_file ? t.files->in_place<T>(w->stored.name, v0, v1) : own;
+            if (!in_file) t.files->read_rows(w->stored.name, v0, v1, own);
+            multiply_weight(x.data(), e, p, e, rows, e, false, v1 - v0, T(0), out, ldo);
         }
         if (bias)
             for (std::size_t r = 0; r < p; ++r)
-                for (std::size_t c = v0; c < v1; ++c) logits[r * v + c] += bias->data()[c];
+                for (std::size_t c = v0; c < v1; ++c) out[r * ldo + c - v0] += bias->data()[c];
         if (m.final_softcap && capped)  // Gemma 2/3 *ForCausalLM.forward: logits / c, tanh, * c
             for (std::size_t r = 0; r < p; ++r)
                 for (std::size_t c = v0; c < v1; ++c)
-                    logits[r * v + c] = std::tanh(logits[r * v + c] / T(*m.final_softcap)) * T(*m.final_softcap);
+                    out[r * ldo + c - v0] = std::tanh(out[r * ldo + c - v0] / T(*m.final_softcap)) * T(*m.final_softcap);
         if (in_file || quantized) t.files->release(w->stored.name, v0, v1);
-    });
+    };
+    std::unique_ptr<Alongside<void>> writing;  // COLUMNS' call on the block before; joined before HELD goes
+    for (std::size_t b0 = 0, turn = 0; b0 < blocks; b0 += per_write, turn ^= 1) {
+        const std::size_t b1 = std::min(blocks, b0 + per_write), c0 = b0 * head_rows, c1 = std::min(v, b1 * head_rows);
+        const std::size_t ldo = columns ? c1 - c0 : v;
+        T* const out = columns ? held.data() + turn * held.size() / 2 : held.data() + c0;
+        parallel_for(b1 - b0, std::min(threads, b1 - b0),
+                     [&](std::size_t i, std::size_t worker) { block(b0 + i, worker, out + i * head_rows, ldo); });
+        if (!columns) continue;
+        if (writing) writing->get();  // the other buffer written (or its error thrown): computed into next
+        writing = std::make_unique<Alongside<void>>([columns, c0, c1, out] { (*columns)(c0, c1 - c0, out); });
+    }
+    if (writing) writing->get();
     timeline_mark("head: products done");
-    return held;
+    return columns ? Array<T>() : held;
 }
 
 template <class T>
@@ -130,7 +158,7 @@ Array<T> unembed(const Model& model, const Array<T>& x, std::size_t threads, boo
     threads = thread_count(threads);
     Array<T> normed = x;
     final_norm_rows(model, normed.data(), normed.shape()[0], threads);
-    return head(model, normed, threads, static_cast<T*>(nullptr), capped);
+    return head<T>(model, normed, threads, nullptr, capped);
 }
 
 template <class T>
@@ -164,7 +192,7 @@ std::vector<T> unembedding_bias(const Model& model, const std::vector<std::uint3
 
 #define ATTNTRACE_HEAD(T)                                                                                  \
     template void final_norm_rows(const Model&, T*, std::size_t, std::size_t);                             \
-    template Array<T> head(const Model&, const Array<T>&, std::size_t, T*, bool);                                \
+    template Array<T> head(const Model&, const Array<T>&, std::size_t, const LogitsColumns<T>*, bool);                                \
     template Array<T> unembed(const Model&, const Array<T>&, std::size_t, bool);                                 \
     template FinalNorm<T> final_norm_weights(const Model&);                                                \
     template Array<T> unembedding_rows(const Model&, const std::vector<std::uint32_t>&);                   \

@@ -5,6 +5,7 @@
 // Legend: R rows, E hidden size, V vocabulary.
 #include <cstddef>
 
+#include "attntrace/model/forward.hpp"
 #include "attntrace/model/model.hpp"
 #include "attntrace/tensor/tensor.hpp"
 
@@ -16,9 +17,11 @@ void final_norm_rows(const Model& model, T* x, std::size_t rows, std::size_t thr
 
 // head: logits (R, V) of X (R, E) after the final norm: X · Wᵀ (+ bias), W (V, E) the head's
 // own or the token embeddings (the masked-LM head's transform first), read in blocks of
-// vocabulary rows, never whole. Into DESTINATION (R*V values) when given (an empty array is then
-// returned). CAPPED: Gemma 2/3's final_logit_softcapping applied (false: the logits before it).
+// vocabulary rows, never whole. To COLUMNS when given, in blocks of vocabulary columns (an empty
+// array is then returned). CAPPED: Gemma 2/3's final_logit_softcapping applied (false: the
+// logits before it).
 template <class T>
-Array<T> head(const Model& model, const Array<T>& x, std::size_t threads, T* destination = nullptr, bool capped = true);
+Array<T> head(const Model& model, const Array<T>& x, std::size_t threads, const LogitsColumns<T>* columns = nullptr,
+              bool capped = true);
 
 }  // namespace attntrace

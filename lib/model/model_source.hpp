@@ -97,6 +97,10 @@ public:
     }
     // Drops the pages of rows [R0, R1) of NAME (all of it by default) from memory, when mapped.
     virtual void release(const std::string& name, std::size_t r0 = 0, std::size_t r1 = SIZE_MAX) = 0;
+    // With nothing in_place'd left unreleased: the source's own buffers for such copies go back to
+    // the allocator (tensor/buffer.hpp), whose pool then serves the next large requests with pages
+    // already made (after the layers, the head's buffers) instead of fresh ones.
+    virtual void free_copies() {}
 
 protected:
     std::size_t row_count(const std::string& name) {

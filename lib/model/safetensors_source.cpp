@@ -46,6 +46,11 @@ void StagedTensors::release(const std::string& name) {
     if (live_.empty()) chunk_ = 0, used_ = 0;
 }
 
+void StagedTensors::free_chunks() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (live_.empty()) chunks_.clear(), chunk_ = 0, used_ = 0;
+}
+
 SafetensorsSource::SafetensorsSource(std::string path)
     : path_(std::move(path)), config_name_((fs::path(path_) / "config.json").string()) {}
 

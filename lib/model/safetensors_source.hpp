@@ -30,6 +30,7 @@ public:
     // until release(NAME).
     const char* stage(const std::string& name, const FileBytes& file, std::size_t offset, std::size_t length);
     void release(const std::string& name);
+    void free_chunks();  // when no name is staged: the chunks go back to the allocator
 
 private:
     struct Chunk {
@@ -57,6 +58,7 @@ public:
     const std::map<std::string, std::string>& key_names() const override;
     void release(const std::string& name, std::size_t r0 = 0, std::size_t r1 = SIZE_MAX) override;
     bool copies_in_place(const std::string& name) override;
+    void free_copies() override { staged_.free_chunks(); }
 
 private:
     struct Shard {

@@ -138,6 +138,47 @@ grep -q "^no mask token in the input: nothing to fill$" "$work/t.txt" && passed=
 "$ATTNTRACE" model "$MODELS/full_bert_mlm" --text "The cat [MASK]." --format json > "$work/t.json"  # BERT: no --top, nothing
 check "bert default top" 'import json, sys; assert json.load(open(sys.argv[1]))["predictions"] is None' "$work/t.json"
 
+# ---- a vocabulary of many head blocks: the logits written block by block as the head computes ---
+# GPT-2 with 5000 tokens (5 blocks of 1024 vocabulary rows, written 2 blocks at a time, each write
+# overlapping the next blocks' products), against hf_model.py's float64 logits; the file, stdout
+# and --top's predictions (kept from the blocks as they pass) all agree.
+"$PYTHON" - "$SRC" "$work/wide" <<'PY' || fail "wide vocabulary" "could not make the checkpoint"
+import json, sys
+from pathlib import Path
+import numpy as np, torch
+sys.path.insert(0, sys.argv[1] + "/tests/goldens")
+sys.dont_write_bytecode = True
+import hf_model, make_checkpoint_goldens as mcg
+folder = Path(sys.argv[2])
+folder.mkdir()
+mcg.V = 5000
+cfg = dict(mcg.gpt2_config("f32"), n_layer=1, n_positions=40, vocab_size=5000, bos_token_id=4999, eos_token_id=4999)
+mcg.save_checkpoint(folder, mcg.gpt2_state(cfg, mcg.Init(4242), ""))
+(folder / "config.json").write_text(json.dumps(cfg))
+ids = torch.tensor(np.random.default_rng(5).integers(0, 5000, 40))
+np.save(folder / "ids.npy", ids.numpy().astype(np.int64))
+with torch.no_grad():
+    np.save(folder / "want.npy", hf_model.forward(mcg.read_checkpoint(folder), cfg, ids)["logits"].numpy())
+PY
+WIDE='
+import json, sys
+import numpy as np
+want, doc = np.load(sys.argv[1]), json.load(open(sys.argv[2]))
+for path, tol in zip(sys.argv[3:], (2e-5, 2e-5, 1e-12)):
+    got = np.load(path)
+    assert got.shape == want.shape == (40, 5000), (got.shape, want.shape)
+    err = np.abs(got - want).max() / np.abs(want).max()
+    assert err < tol, (path, err)
+row = want[-1]
+assert [c["id"] for c in doc["predictions"]["positions"][0]["top"]] == np.argsort(-row, kind="stable")[:3].tolist(), doc
+'
+dir="$work/wide"
+"$ATTNTRACE" model "$dir" --ids "$dir/ids.npy" --logits "$work/wide32.npy" --top 3 --format json > "$work/wide.json"
+"$ATTNTRACE" model "$dir" --ids "$dir/ids.npy" --logits - --top 0 > "$work/wide_stdout.npy"
+"$ATTNTRACE" model "$dir" --ids "$dir/ids.npy" --logits "$work/wide64.npy" --dtype f64 --top 0 > /dev/null
+check "wide vocabulary" "$WIDE" "$dir/want.npy" "$work/wide.json" "$work/wide32.npy" "$work/wide_stdout.npy" "$work/wide64.npy"
+cmp -s "$work/wide32.npy" "$work/wide_stdout.npy" && passed=$((passed + 1)) || fail "wide vocabulary" "stdout differs from the file"
+
 # ---- --induction: the sequence, and each head's score from the same run's attentions -----------
 INDUCTION='
 import json, sys

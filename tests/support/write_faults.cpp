@@ -4,8 +4,6 @@
 //                        bytes up to N and SIGKILL the process: a kill -9 in the middle of a write
 //   FAULT_NO_TMPFILE=1   open(DIR, O_TMPFILE ...) fails with EOPNOTSUPP, as on a file system
 //                        without O_TMPFILE (attntrace then falls back to a named temp file)
-//   FAULT_NO_FALLOCATE=1 fallocate(2) fails with EOPNOTSUPP, as on a file system without it
-//                        (an output attntrace would compute into a mapping goes through a buffer)
 // and a read fault: a model file cut short by another process while attntrace reads it in place.
 //   FAULT_SHRINK_ON_POPULATE=PATH  the first madvise(MADV_POPULATE_READ) truncates PATH to 4 KiB
 //                        first (then fails as on a file cut short)
@@ -90,15 +88,3 @@ extern "C" int madvise(void* address, size_t length, int advice) {
     return real(address, length, advice);
 }
 
-extern "C" int fallocate(int fd, int mode, off_t offset, off_t length) {
-    using FallocateFn = int (*)(int, int, off_t, off_t);
-    static const auto real = reinterpret_cast<FallocateFn>(dlsym(RTLD_NEXT, "fallocate"));
-    const char* none = std::getenv("FAULT_NO_FALLOCATE");
-    if (none != nullptr && *none != '\0') {
-        errno = EOPNOTSUPP;
-        return -1;
-    }
-    return real(fd, mode, offset, length);
-}
-
-extern "C" int fallocate64(int fd, int mode, off_t offset, off_t length) { return fallocate(fd, mode, offset, length); }

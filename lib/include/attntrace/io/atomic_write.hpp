@@ -36,12 +36,6 @@ public:
     StreamedFile& operator=(const StreamedFile&) = delete;
 
     void write_at(std::size_t offset, std::string_view bytes);  // OutputError naming the path
-    // The file's first SIZE bytes as writable memory shared with the file (its blocks reserved
-    // first): what is stored there is the file's, with no buffer of ours and no copy by write(2).
-    // nullptr when the file system cannot (no fallocate or shared mapping: use write_at), or when
-    // already mapped; OutputError naming the path when the disk has no room for SIZE bytes. The
-    // mapping is undone by commit() and by the destructor, and must not be used after either.
-    char* map(std::size_t size);
     void commit();
 
 private:

@@ -20,6 +20,7 @@
 // P logit positions.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -104,6 +105,14 @@ private:
     std::vector<ModelObserver<T>*> list_;
 };
 
+// Where a head's (P, V) logits go when no (P, V) array is to hold them: COLUMNS(first, count,
+// block) with BLOCK the (P, count) logits of vocabulary columns first .. first + count - 1,
+// row-major; called in order, one call at a time (on a side thread, while the head computes the
+// next block: the call must not touch what the workers use), each block gone after its call.
+// Blocks of columns, not rows, because the head reads its (V, E) weight once, in vocabulary rows.
+template <class T>
+using LogitsColumns = std::function<void(std::size_t first, std::size_t count, const T* block)>;
+
 struct ForwardOptions {
     // (N) the layers whose attention is summarized (row statistics, pooled grids); empty: every one.
     std::vector<bool> attention_layers;
@@ -111,9 +120,10 @@ struct ForwardOptions {
     std::size_t pooled_cells = 0;      // > 0: LayerAttention::pooled, at most this many cells per axis
     std::size_t layers = 0;            // run layers 0 .. layers - 1 only (0: all; the head needs all)
     bool all_logits = false;           // the logits of every position
-    // With all_logits: where the (L, V) logits go, room for L * V values of the compute type (a
-    // file's mapped data, so that no copy of them is made), instead of ForwardResult::logits.
-    void* logits_destination = nullptr;
+    // With all_logits: where the (L, V) logits go instead of ForwardResult::logits, a block of
+    // vocabulary columns at a time (LogitsColumns above, its block a `const T*`): written into a
+    // file as they are computed, no (L, V) array is made.
+    std::function<void(std::size_t first, std::size_t count, const void* block)> logits_columns;
     std::vector<std::size_t> logit_positions;  // else of these positions (none: no head)
     std::size_t threads = 0;           // 0: every core this process may use
 };
@@ -122,7 +132,7 @@ template <class T>
 struct ForwardResult {
     std::size_t layers_run = 0;
     std::optional<Array<T>> logits;  // (P, V): P = L with all_logits, else logit_positions.size();
-                                     // none when ForwardOptions::logits_destination holds them
+                                     // none when ForwardOptions::logits_columns took them
 };
 
 // Runs MODEL on IDS (checked with check_ids first; "ids" names them in messages). The head runs
@@ -133,7 +143,7 @@ ForwardResult<T> forward(const Model& model, const std::vector<std::uint32_t>& i
 
 // The forward pass one step at a time, on a batch of B sequences of one length L: embed (or
 // resume from a residual stream), run the blocks up to a layer, then the logits. The batch grows
-// when an observer forks a sequence at a site. OPTIONS' layers, all_logits, logits_destination
+// when an observer forks a sequence at a site. OPTIONS' layers, all_logits, logits_columns
 // and logit_positions are not used (logits() takes its positions).
 template <class T>
 class ForwardPass {
@@ -157,9 +167,9 @@ public:
     std::size_t length() const;             // L
     const Array<T>& residual() const;       // (B*L, E): after every block run, the final norm's output
     // The logits (B*P, V) at POSITIONS (P of them) of every sequence, sequence-major, after every
-    // block has run (UsageError when the model has no head). Into DESTINATION (B*P*V values) when
-    // given, and then an empty array is returned.
-    Array<T> logits(const std::vector<std::size_t>& positions, T* destination = nullptr);
+    // block has run (UsageError when the model has no head). To COLUMNS when given, and then an
+    // empty array is returned.
+    Array<T> logits(const std::vector<std::size_t>& positions, const LogitsColumns<T>* columns = nullptr);
 
 private:
     struct State;
