@@ -74,8 +74,9 @@ void final_norm_rows(const Model& model, T* x, std::size_t rows, std::size_t thr
 }
 
 // The head's output goes out in blocks of vocabulary columns where a LogitsColumns takes it: as
-// many blocks of head_rows columns as 12 MiB of (P, columns) logits hold, at least one, at most a
-// quarter of them (so that writing one overlaps computing the next). Each costs one write per row
+// many blocks of head_rows columns as 12 MiB of (P, columns) logits hold, at most a quarter of them
+// (so that writing one overlaps computing the next), and at least one per thread (a long sequence's
+// blocks then pass 12 MiB: at P = 4096, 16 MiB a thread). Each costs one write per row
 // of the file (app/model_run.cpp): five calls for GPT-2's 50257 columns at P = 256, each a buffer
 // that the layers' freed weight chunks already hold (tensor/buffer.hpp).
 constexpr std::size_t logits_block_bytes = std::size_t{12} << 20;
@@ -94,10 +95,10 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, co
     // (tensor/weight_gemm.hpp), and 512 spent a third of the head's splitting on X (5 ms here)
     const std::size_t head_rows = quantized ? 512 : 1024;
     const std::size_t p = x.shape()[0], e = m.hidden, v = m.vocab, blocks = (v + head_rows - 1) / head_rows;
-    const std::size_t per_write =  // blocks of head_rows columns in one LogitsColumns call
-        columns ? std::clamp<std::size_t>(logits_block_bytes / (std::max<std::size_t>(p, 1) * head_rows * sizeof(T)), 1,
-                                          (blocks + 3) / 4)
-                : blocks;
+    // blocks of head_rows columns in one LogitsColumns call: one for each thread at least
+    const std::size_t by_bytes = logits_block_bytes / (std::max<std::size_t>(p, 1) * head_rows * sizeof(T));
+    const std::size_t per_write =
+        columns ? std::clamp(std::min(by_bytes, (blocks + 3) / 4), std::min(threads, blocks), blocks) : blocks;
     threads = std::min(threads, per_write);
     // each block's pages mapped by its task; or, where the source copies (WeightPages::read), read into its buffer
     const bool mapped = !quantized && !t.files->copies_in_place(w->stored.name);
