@@ -1,5 +1,6 @@
 #include "mha_inputs.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <system_error>
@@ -71,6 +72,25 @@ bool products_need_blas() {
     return true;
 }
 
+// The memory a run on these files will likely ask the pool for, for PagesAhead: the inputs read, and
+// about three times as much again for the projections, the heads' contexts and the output; twice
+// the parameter file (read, then its split or stacked copies). At most 256 MiB: past that the
+// helper's lead matters less than the memory it would hold.
+template <class T>
+std::size_t pages_wanted(const MhaFlags& f, const std::string& key_path, const std::string& value_path) {
+    const auto bytes = [](const std::string& path) {
+        std::error_code no_size;
+        if (!std::filesystem::is_regular_file(path, no_size)) return std::uintmax_t{0};
+        const std::uintmax_t n = std::filesystem::file_size(path, no_size);
+        return no_size ? std::uintmax_t{0} : n;
+    };
+    std::uintmax_t inputs = bytes(f.common.query);
+    if (key_path != f.common.query) inputs += bytes(key_path);
+    if (value_path != key_path && value_path != f.common.query) inputs += bytes(value_path);
+    const std::uintmax_t wanted = (4 * inputs + 2 * bytes(f.params)) * (sizeof(T) / sizeof(float));
+    return static_cast<std::size_t>(std::min<std::uintmax_t>(wanted, std::uintmax_t{256} << 20));
+}
+
 }  // namespace
 
 template <class T>
@@ -90,6 +110,11 @@ MhaInputs<T> load_mha_inputs(const MhaFlags& f, const AttentionRun<T>& run, std:
     // Threads are started before OpenBLAS's load, which holds the dynamic loader's lock that
     // starting a thread waits for: the read's workers first, then the parameters' thread.
     if (beside && large) attntrace::run_workers(attntrace::thread_count(c.threads), [](std::size_t) {});
+    // and the pages of the blocks the run will ask for, made by a helper while the inputs are read
+    // (the L = 4096 run: 209 -> 188 ms on the AMD EPYC VM, docs/performance.md)
+    std::unique_ptr<attntrace::PagesAhead> pages_ahead;
+    if (beside && large)
+        pages_ahead = std::make_unique<attntrace::PagesAhead>(pages_wanted<T>(f, key_path, value_path));
     std::optional<attntrace::Alongside<ParamTensors<T>>> param_tensors;
     const auto params_kind = std::filesystem::status(f.params, no_size).type();  // not stdin, not a FIFO
     if (beside && own_params && (params_kind == std::filesystem::file_type::regular ||
@@ -97,7 +122,8 @@ MhaInputs<T> load_mha_inputs(const MhaFlags& f, const AttentionRun<T>& run, std:
         param_tensors.emplace([path = f.params] { return attntrace::read_param_tensors<T>(path); });
     std::optional<attntrace::Alongside<void>> blas;
     if (beside && large && products_need_blas<T>()) blas.emplace([] { attntrace::load_blas_now(); });
-    MhaInputs<T> in{attntrace::load_tensor<T>(c.query), {}, {}, value_path == key_path, {}, {}, {}};
+    MhaInputs<T> in{attntrace::load_tensor<T>(c.query), {}, {}, value_path == key_path, {}, {}, {},
+                    std::move(pages_ahead)};
     attntrace::timeline_mark("inputs: query read");
     if (key_path != c.query) in.key_file = attntrace::load_tensor<T>(key_path);
     if (value_path != key_path && value_path != c.query) in.value_file = attntrace::load_tensor<T>(value_path);

@@ -1,12 +1,14 @@
 #pragma once
 // What mha (and check) run on, from mha's flags: the tensors, the masks, the dims and the parameters.
 #include <cstddef>
+#include <memory>
 #include <optional>
 
 #include "attention_flags.hpp"
 #include "attention_run.hpp"
 #include "attntrace/attention/params.hpp"
 #include "attntrace/io/tensor_io.hpp"
+#include "attntrace/tensor/buffer.hpp"
 
 
 // What mha runs on, from the flags: one load per distinct path (-q x.npy alone is self-attention on
@@ -20,6 +22,7 @@ struct MhaInputs {
     attntrace::Masks<T> masks;
     attntrace::MhaDims dims;
     attntrace::MhaParams<T> params;
+    std::unique_ptr<attntrace::PagesAhead> pages_ahead;   // made while the inputs were read (or null)
 
     const attntrace::LoadedTensor<T>& key() const { return key_file ? *key_file : query; }
     const attntrace::LoadedTensor<T>& value() const {

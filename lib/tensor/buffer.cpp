@@ -2,13 +2,16 @@
 // once and, once freed, kept for the next request they can hold (buffer.hpp).
 #include "attntrace/tensor/buffer.hpp"
 #include "attntrace/tensor/threads.hpp"
+#include "attntrace/tensor/timeline.hpp"
 
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <atomic>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -65,6 +68,16 @@ void* fresh_block(std::size_t bytes, std::size_t& capacity) {
 // oldest go first), so a run's peak grows by at most that; larger blocks are freed at once.
 class BlockPool {
 public:
+    // The region for pages made ahead (PagesAhead): once per process, none in AddressSanitizer builds.
+    bool set_ahead(char* base, std::size_t size) {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        if (!keep_freed || ahead_) return false;
+        ahead_ = base, ahead_size_ = size;
+        return true;
+    }
+    // The offset in the region up to which blocks were handed out.
+    std::size_t ahead_used() const { return ahead_next_.load(std::memory_order_relaxed); }
+
     void* allocate(std::size_t bytes) {
         {
             const std::lock_guard<std::mutex> lock(mutex_);
@@ -79,6 +92,7 @@ public:
                 kept_.erase(best);
                 return p;
             }
+            if (void* p = carve(bytes)) return p;
         }
         std::size_t capacity = 0;
         void* p = fresh_block(bytes, capacity);
@@ -103,17 +117,34 @@ public:
             void* oldest = kept_.front();
             kept_bytes_ -= capacity_[oldest];
             capacity_.erase(oldest);
-            std::free(oldest);
+            if (!in_ahead(oldest)) std::free(oldest);  // (the region's memory is never given back)
             kept_.erase(kept_.begin());
         }
         return true;
     }
 
 private:
+    // The next BYTES of the pages-ahead region (4 KiB-aligned), or null when it has no room. Under mutex_.
+    void* carve(std::size_t bytes) {
+        const std::size_t page = 4096, at = ahead_next_.load(std::memory_order_relaxed);
+        const std::size_t capacity = (bytes + page - 1) / page * page;
+        if (!ahead_ || capacity > ahead_size_ - at) return nullptr;
+        ahead_next_.store(at + capacity, std::memory_order_relaxed);
+        capacity_[ahead_ + at] = capacity;
+        return ahead_ + at;
+    }
+    bool in_ahead(const void* p) const {
+        const auto* c = static_cast<const char*>(p);
+        return ahead_ && c >= ahead_ && c < ahead_ + ahead_size_;
+    }
+
     std::mutex mutex_;
     std::unordered_map<void*, std::size_t> capacity_;  // every live or kept block
     std::vector<void*> kept_;                          // freed, oldest first
     std::size_t kept_bytes_ = 0;                       // their capacities' sum
+    char* ahead_ = nullptr;                            // the pages-ahead region (PagesAhead), or null
+    std::size_t ahead_size_ = 0;
+    std::atomic<std::size_t> ahead_next_{0};           // its first byte not handed out
 };
 
 BlockPool& pool() {
@@ -131,6 +162,40 @@ void* allocate_buffer(std::size_t bytes) {
 
 void free_buffer(void* p) noexcept {
     if (p && !pool().release(p)) std::free(p);
+}
+
+std::size_t pages_ahead_handed_out() noexcept { return pool().ahead_used(); }
+
+PagesAhead::PagesAhead(std::size_t bytes) {
+    bytes = (bytes + huge_page - 1) / huge_page * huge_page;
+    if (bytes == 0) return;
+    // 2 MiB-aligned inside a mapping of one huge page more; never unmapped (blocks in it may outlive
+    // this object: the process's end returns it)
+    void* map = mmap(nullptr, bytes + huge_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0);
+    if (map == MAP_FAILED) return;
+    const auto at = reinterpret_cast<std::uintptr_t>(map);
+    char* base = reinterpret_cast<char*>((at + huge_page - 1) / huge_page * huge_page);
+    madvise(base, bytes, MADV_HUGEPAGE);  // a hint, as for fresh blocks
+    if (!pool().set_ahead(base, bytes)) {
+        munmap(map, bytes + huge_page);
+        return;
+    }
+    helper_ = std::thread([this, base, bytes] {
+        // one huge page at a time, each past the part already handed out (its owner is writing it)
+        for (std::size_t done = 0; !stop_.load(std::memory_order_relaxed);) {
+            const std::size_t from = std::max(done, (pool().ahead_used() + huge_page - 1) / huge_page * huge_page);
+            if (from >= bytes) break;
+            populate(base + from, huge_page);
+            done = from + huge_page;
+        }
+        timeline_mark("pages ahead: made");
+    });
+}
+
+PagesAhead::~PagesAhead() {
+    stop_.store(true, std::memory_order_relaxed);
+    if (helper_.joinable()) helper_.join();
 }
 
 void populate_for_writing(void* p, std::size_t bytes, std::size_t threads) {

@@ -1,7 +1,9 @@
 // The memory budget's pieces: sizes as users write them, and the refusal.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "attntrace/tensor/buffer.hpp"
 #include "attntrace/tensor/errors.hpp"
@@ -53,5 +55,39 @@ TEST_CASE("a freed buffer of 64 KiB and up serves a later request it holds, if a
     void* again = attntrace::allocate_buffer(44 * mib);
     CHECK(again == qkv);
     attntrace::free_buffer(again);
+}
+
+TEST_CASE("pages made ahead serve, in the order asked, the blocks no freed one serves; once per process") {
+    const std::size_t mib = std::size_t{1} << 20, page = 4096;
+    REQUIRE(attntrace::pages_ahead_handed_out() == 0);  // no other test makes a region
+    attntrace::PagesAhead ahead(6 * mib + 1);            // an 8 MiB region (whole huge pages)
+    void* a = attntrace::allocate_buffer(mib + 5);
+    CHECK(attntrace::pages_ahead_handed_out() == mib + page);  // whole pages
+    void* b = attntrace::allocate_buffer(3 * mib);
+    CHECK(b == static_cast<char*>(a) + mib + page);  // the next bytes of the region
+    CHECK(attntrace::pages_ahead_handed_out() == 4 * mib + page);
+    CHECK(reinterpret_cast<std::uintptr_t>(a) % 64 == 0);
+    void* c = attntrace::allocate_buffer(5 * mib);  // more than is left: a fresh block
+    CHECK(attntrace::pages_ahead_handed_out() == 4 * mib + page);
+    std::memset(a, 1, mib + 5), std::memset(b, 2, 3 * mib), std::memset(c, 3, 5 * mib);  // writable
+    CHECK(static_cast<unsigned char*>(a)[mib + 4] == 1);
+    attntrace::free_buffer(a);
+    void* a2 = attntrace::allocate_buffer(mib);  // the freed block from the region, kept
+    CHECK(a2 == a);
+    {
+        attntrace::PagesAhead second(64 * mib);  // changes nothing: the first region still serves
+        void* d = attntrace::allocate_buffer(2 * mib);
+        CHECK(d == static_cast<char*>(b) + 3 * mib);
+        CHECK(attntrace::pages_ahead_handed_out() == 6 * mib + page);
+        attntrace::free_buffer(d);
+    }
+    attntrace::free_buffer(a2), attntrace::free_buffer(b), attntrace::free_buffer(c);
+    // blocks from the region pushed out of the kept ones (at most 8) are dropped, never given to free()
+    std::vector<void*> others;
+    for (int i = 0; i < 10; ++i) others.push_back(attntrace::allocate_buffer((16 + i) * page));  // no kept one fits
+    for (void* p : others) attntrace::free_buffer(p);
+    void* e = attntrace::allocate_buffer(3 * mib);  // the region's blocks are gone from the kept ones
+    CHECK(e != b);
+    attntrace::free_buffer(e);
 }
 #endif

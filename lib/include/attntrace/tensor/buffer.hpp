@@ -4,8 +4,10 @@
 // faults instead of thousands. Blocks from 64 KiB on are populated by one madvise, and freed ones
 // are kept (at most 8 and 64 MiB) to serve a later request they can hold, with their pages already
 // present. Small blocks come from malloc as usual. Memory is not initialized.
+#include <atomic>
 #include <cstddef>
 #include <new>
+#include <thread>
 
 namespace attntrace {
 
@@ -17,6 +19,30 @@ void free_buffer(void* p) noexcept;
 // least 1 MiB over up to THREADS workers: one system call per slice instead of a page fault per
 // page amid the products that write them. A hint: where the kernel refuses, nothing changes.
 void populate_for_writing(void* p, std::size_t bytes, std::size_t threads);
+
+// Pages made ahead of the blocks a run is about to ask for, on a core that would otherwise wait: a
+// region of BYTES (rounded up to 2 MiB, in huge pages where the kernel gives them) from which the
+// pool hands out the blocks of 64 KiB and up that no freed block serves, in the order asked, while
+// a helper thread makes its pages present front to back (MADV_POPULATE_WRITE, 2 MiB at a time),
+// always past the part already handed out. Made while a run reads its inputs, the zeroing of its
+// projections' fresh pages (about 1 GB/s on a VM, docs/performance.md) happens there instead of
+// amid the products. Once per process (a later one changes nothing), none under AddressSanitizer;
+// the region is never given back. The destructor stops the helper and waits for it; the region's
+// rest still serves blocks.
+class PagesAhead {
+public:
+    explicit PagesAhead(std::size_t bytes);
+    ~PagesAhead();
+    PagesAhead(const PagesAhead&) = delete;
+    PagesAhead& operator=(const PagesAhead&) = delete;
+
+private:
+    std::atomic<bool> stop_{false};
+    std::thread helper_;
+};
+
+// The bytes of the PagesAhead region handed out so far (0 without one), in whole pages.
+std::size_t pages_ahead_handed_out() noexcept;
 
 template <class T>
 struct BufferAllocator {
