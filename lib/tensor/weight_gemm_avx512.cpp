@@ -1,15 +1,19 @@
 // weight_product's AVX-512F kernels (weight_gemm.hpp). This file alone is compiled with -mavx512f;
-// weight_gemm.cpp calls it only on a CPU that has it. Y (rows, out) is made by chunks of 768 of its
-// columns (they stay in L2), in each by blocks of 192 k, each cut in panels of 48 columns: W's
-// panel (192 k × 48 columns) is copied into a 36 KB buffer that stays in L1 (a Conv1D W's rows
-// copied as they are, an (out, in) W's transposed 16 × 16 in registers) and used by every row of
-// X, 8 rows × 3 vectors a tile (24 accumulators, X[r, k] broadcast against W[k, n:n+48]). Each
-// weight is read from memory once per product, 36 KB at a time, with no pass over all of it before
-// the products start (OpenBLAS's packing). (Fetching the next panel into L2 with prefetch
-// instructions while one is used was measured and made no difference: the hardware's prefetchers
-// already follow the panel's rows.)
-// (Blocks of 128 and 256 k, and chunks of 384 columns, measured within 2% of these in the
-// whole model's CPU time; 192 the least.) Sums: k in blocks of 192 in order, within a block k in order, one fused multiply-add each.
+// weight_gemm.cpp calls it only on a CPU that has it. Y (rows, out) is made by blocks of 512 rows,
+// in each by chunks of 384 of its columns, in each by blocks of 192 k, each cut in panels of 48
+// columns: W's panel (192 k × 48 columns) is copied into a 36 KB buffer that stays in L1 (a Conv1D
+// W's rows copied as they are, an (out, in) W's transposed 16 × 16 in registers) and used by every
+// row of the block, 8 rows × 3 vectors a tile (24 accumulators, X[r, k] broadcast against
+// W[k, n:n+48]). Each weight is read from memory once per block of rows, 36 KB at a time, with no
+// pass over all of it before the products start (OpenBLAS's packing). (Fetching the next panel into
+// L2 with prefetch instructions while one is used was measured and made no difference: the
+// hardware's prefetchers already follow the panel's rows.)
+// (Blocks of 128 and 256 k measured within 2% of 192 in the whole model's CPU time. Without the
+// blocks of rows, 4096 rows × 512 in × 1536 out ran at 167 GFLOP/s on one Zen 5 core against 187
+// with them (medians of 30 interleaved calls): X's rows for a block of k and Y's chunk no longer
+// stayed in L2. Chunks of 384 columns against 768: 0-2% faster at 256 rows, where the blocks of rows
+// change nothing.) Sums: k in blocks of 192 in order, within a block k in order, one fused
+// multiply-add each.
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -26,8 +30,9 @@ namespace {
 constexpr std::size_t kLanes = 16;
 // A tile's rows and column vectors; W is taken kPanelK k at a time, 48 columns a panel.
 constexpr std::size_t kTileRows = 8, kTileColVectors = 3, kPanelCols = kTileColVectors * kLanes, kPanelK = 192;
-// ... and Y kChunkCols columns at a time, which stay in L2 while all of W's blocks of rows add to them.
-constexpr std::size_t kChunkCols = 16 * kPanelCols;
+// ... and Y kChunkCols columns of kBlockRows rows at a time, which stay in L2 while all of W's
+// blocks of k add to them; W's panels are packed again for each block of rows.
+constexpr std::size_t kChunkCols = 8 * kPanelCols, kBlockRows = 512;
 
 // Y (R, 16 NV, the last vector's columns LAST) := X's R rows (at LDX, K of them) · WP (K, 48) +
 // beta · Y; WP is a packed panel (rows of 48 floats, zeros past the columns).
@@ -92,9 +97,9 @@ void pack_panel_transposed(const float* w, std::size_t ldw, std::size_t kc, std:
         }
 }
 
-// Y (ROWS, OUT) := X · Wᵀ + beta · Y, W (OUT, IN) at LDW or with CONV1D (IN, OUT): by chunks of Y's
-// columns, in each by blocks of kPanelK k, each cut in panels of 48 columns packed into L1 and used
-// by all the rows.
+// Y (ROWS, OUT) := X · Wᵀ + beta · Y, W (OUT, IN) at LDW or with CONV1D (IN, OUT), ROWS <= kBlockRows:
+// by chunks of Y's columns, in each by blocks of kPanelK k, each cut in panels of 48 columns packed
+// into L1 and used by all the rows.
 void product_panels(const float* x, std::size_t ldx, std::size_t rows, std::size_t in, const float* w,
                     std::size_t ldw, bool conv1d, std::size_t out, float beta, float* y, std::size_t ldy) {
     alignas(64) static thread_local float panel[kPanelK * kPanelCols];  // (kPanelK, 48)
@@ -118,7 +123,9 @@ void product_panels(const float* x, std::size_t ldx, std::size_t rows, std::size
 
 void product_avx512(const float* x, std::size_t ldx, std::size_t rows, std::size_t in, const float* w,
                     std::size_t ldw, bool conv1d, std::size_t out, float beta, float* y, std::size_t ldy) {
-    product_panels(x, ldx, rows, in, w, ldw, conv1d, out, beta, y, ldy);
+    for (std::size_t r0 = 0; r0 < rows; r0 += kBlockRows)
+        product_panels(x + r0 * ldx, ldx, std::min(kBlockRows, rows - r0), in, w, ldw, conv1d, out, beta, y + r0 * ldy,
+                       ldy);
 }
 
 }  // namespace attntrace::weight_kernels
