@@ -13,6 +13,7 @@
 #include "attntrace/io/ggml_types.hpp"
 #include "attntrace/model/activations.hpp"
 #include "attntrace/model/norms.hpp"
+#include "attntrace/tensor/buffer.hpp"
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/tensor/gemm.hpp"
 #include "attntrace/tensor/threads.hpp"
@@ -391,12 +392,27 @@ struct ForwardPass<T>::State {
     BlockWeights<T> w;  // one block at a time, each read into the previous one's arrays
     std::size_t next = 0;
     bool started = false;
+    std::unique_ptr<PagesAhead> pages_ahead;  // the first block's memory, made while the run starts
 
     State(const Model& m, const ForwardOptions& o, ModelObserver<T>& obs)
         : model(m), options(o), observer(obs), a(m.config, thread_count(o.threads), m.tensors.get()) {
         options.threads = a.threads;
     }
 };
+
+// With more than one thread, the pages of the activations and of the first block's weights' copies
+// are made by a helper (PagesAhead, tensor/buffer.hpp) while this thread embeds and the read workers
+// wait: the first block's read into fresh memory took 24-48 ms on the AMD EPYC VM (the later ones
+// 4 ms), and pread fills pages already made at its own speed. The region: the weights' copies and a
+// quarter more for the activations, which ask first; at most 512 MiB. The whole GPT-2-small run:
+// 396 -> 382 and 399 -> 382 ms (medians of 21 interleaved runs, twice; docs/performance.md).
+template <class T>
+std::unique_ptr<PagesAhead> first_block_pages(const Model& model, std::size_t threads) {
+    if (threads < 2 || !model.tensors || model.config.layers.empty()) return nullptr;
+    const std::size_t bytes = block_copy_bytes<T>(*model.tensors, 0);
+    if (bytes < (std::size_t{4} << 20)) return nullptr;  // a small model's: not worth a thread
+    return std::make_unique<PagesAhead>(std::min(bytes + bytes / 4, std::size_t{512} << 20));
+}
 
 template <class T>
 ForwardPass<T>::ForwardPass(const Model& model, const ForwardOptions& options, ModelObserver<T>& observer)
@@ -415,6 +431,7 @@ void ForwardPass<T>::embed(const std::vector<std::vector<std::uint32_t>>& ids, c
                              std::to_string(seq.size()) + " tokens cannot run as one batch");
     }
     const SingleThreadedBlas blas;  // our workers split every product; BLAS runs inside them
+    if (!s.started && s.next == 0) s.pages_ahead = first_block_pages<T>(s.model, s.a.threads);
     s.a.resize(ids.size(), ids.front().size());
     timeline_mark("forward: embedding");
     attntrace::embed(s.model, ids, s.a);
@@ -445,6 +462,7 @@ void ForwardPass<T>::run_until(std::size_t layer) {
     const SingleThreadedBlas blas;
     for (; s.next < layer; ++s.next) {
         const std::size_t n = s.next;
+        timeline_mark("forward: reading a layer's weights");
         load_block(*s.model.tensors, n, s.w);
         timeline_mark("forward: a layer's weights mapped");
         block(m, s.w, n, s.a, s.options, s.observer);

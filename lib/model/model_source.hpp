@@ -101,6 +101,12 @@ public:
     // the allocator (tensor/buffer.hpp), whose pool then serves the next large requests with pages
     // already made (after the layers, the head's buffers) instead of fresh ones.
     virtual void free_copies() {}
+    // The memory of the source's own buffers that in_place copies of tensors of LENGTHS bytes, in
+    // this order and with none staged before, would take (0 where in_place copies nothing).
+    virtual std::size_t copies_bytes(const std::vector<std::size_t>& lengths) const {
+        (void)lengths;
+        return 0;
+    }
 
 protected:
     std::size_t row_count(const std::string& name) {

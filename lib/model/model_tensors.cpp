@@ -114,6 +114,23 @@ void load_block(const ModelTensors& t, std::size_t layer, BlockWeights<T>& w) {
     }
 }
 
+template <class T>
+std::size_t block_copy_bytes(const ModelTensors& t, std::size_t layer) {
+    if (t.files->gguf() || layer >= t.blocks.size()) return 0;
+    const char* same = std::is_same_v<T, float> ? "F32" : "F64";  // in place: copied or mapped
+    std::size_t converted = 0;                                   // the others: arrays of T
+    std::vector<std::size_t> staged;                             // the copied ones, in load order
+    const auto add = [&](const StoredTensor& s, const std::shared_ptr<ModelSource>& files) {
+        std::size_t n = sizeof(T);
+        for (std::size_t d : s.shape) n *= d;
+        if (s.dtype != same) converted += n;
+        else if (files->copies_in_place(s.name)) staged.push_back(n);
+    };
+    for (const StoredTensor& s : t.attention[layer].tensors) add(s, t.attention[layer].files);
+    for (const ModelTensor& m : t.blocks[layer]) add(m.stored, t.files);
+    return converted + t.files->copies_bytes(staged);
+}
+
 void release_block(const ModelTensors& t, std::size_t layer) {
     for (const StoredTensor& m : t.attention[layer].tensors) t.attention[layer].files->release(m.name);
     for (const ModelTensor& m : t.blocks[layer]) t.files->release(m.stored.name);
@@ -136,6 +153,7 @@ void gather_rows(const ModelTensors& t, const ModelTensor& table, const std::vec
 
 #define ATTNTRACE_MODEL_TENSORS(T)                                                                              \
     template void load_block(const ModelTensors&, std::size_t, BlockWeights<T>&);                             \
+    template std::size_t block_copy_bytes<T>(const ModelTensors&, std::size_t);                               \
     template std::optional<Array<T>> load_small(const ModelTensors&, const std::vector<ModelTensor>&, Canonical); \
     template void gather_rows(const ModelTensors&, const ModelTensor&, const std::vector<std::size_t>&, T*);
 ATTNTRACE_MODEL_TENSORS(float)

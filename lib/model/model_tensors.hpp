@@ -98,6 +98,11 @@ void add_offset(const TensorSpec& spec, T* data, const Shape& shape) {
 template <class T>
 void load_block(const ModelTensors& tensors, std::size_t layer, BlockWeights<T>& w);
 void release_block(const ModelTensors& tensors, std::size_t layer);
+// The bytes of block LAYER's weights that load_block puts in memory of the allocator's (copies of
+// the file's float32 rows, conversions to T): 0 for those it reads in place from the file's
+// mapping, and for a GGUF file's (mapped, or small).
+template <class T>
+std::size_t block_copy_bytes(const ModelTensors& tensors, std::size_t layer);
 
 // A small tensor (a norm's weight) of LIST feeding WHAT, or nullopt when the list has none.
 template <class T>

@@ -19,10 +19,27 @@ namespace {
 
 }  // namespace
 
+namespace {
+// a new chunk holds the tensor rounded up to 4 MiB (huge pages, buffer.hpp): the same tensors of the
+// next layer then land in the same chunks, and a small model populates no more than it uses
+constexpr std::size_t kAlign = 64, kChunkBytes = std::size_t{4} << 20;
+}  // namespace
+
+std::size_t StagedTensors::chunk_bytes(const std::vector<std::size_t>& lengths) {
+    std::size_t total = 0, left = 0;  // the chunks made, and the room left in the last
+    for (std::size_t length : lengths) {
+        const std::size_t need = (length + kAlign - 1) / kAlign * kAlign;
+        if (need > left) {
+            const std::size_t size = (need + kChunkBytes - 1) / kChunkBytes * kChunkBytes;
+            total += size, left = size;
+        }
+        left -= need;
+    }
+    return total;
+}
+
 const char* StagedTensors::stage(const std::string& name, const FileBytes& file, std::size_t offset, std::size_t length) {
-    // a new chunk holds the tensor rounded up to 4 MiB (huge pages, buffer.hpp): the same tensors of the
-    // next layer then land in the same chunks, and a small model populates no more than it uses
-    constexpr std::size_t align = 64, chunk_bytes = std::size_t{4} << 20;
+    constexpr std::size_t align = kAlign, chunk_bytes = kChunkBytes;
     const std::size_t need = (length + align - 1) / align * align;
     char* at = nullptr;
     {

@@ -31,6 +31,8 @@ public:
     const char* stage(const std::string& name, const FileBytes& file, std::size_t offset, std::size_t length);
     void release(const std::string& name);
     void free_chunks();  // when no name is staged: the chunks go back to the allocator
+    // The chunks' bytes that staging tensors of LENGTHS bytes, in order, into none would make.
+    static std::size_t chunk_bytes(const std::vector<std::size_t>& lengths);
 
 private:
     struct Chunk {
@@ -59,6 +61,9 @@ public:
     void release(const std::string& name, std::size_t r0 = 0, std::size_t r1 = SIZE_MAX) override;
     bool copies_in_place(const std::string& name) override;
     void free_copies() override { staged_.free_chunks(); }
+    std::size_t copies_bytes(const std::vector<std::size_t>& lengths) const override {
+        return StagedTensors::chunk_bytes(lengths);
+    }
 
 private:
     struct Shard {

@@ -65,8 +65,9 @@ bool weight_gemm_every_row() {
     if (kernel == WeightGemm::blas) return false;
     if (kernel == WeightGemm::amx || chosen != WeightGemm::best) return true;
 #if ATTNTRACE_WEIGHT_GEMM_X86
-    // Zen 5 (an AMD EPYC VM, 2 cores, tests/bench/weight_gemm 1 5 2048): 1.00x OpenBLAS's Cooperlake
-    // kernels at 2048 rows on every shape of the bench; on the Sapphire Rapids Xeon, 0.7-0.8x.
+    // Zen 5 (an AMD EPYC VM, 2 cores, tests/bench/weight_gemm 2 7 4096): 0.92-0.99x OpenBLAS's
+    // Cooperlake kernels at 4096 rows on every shape of the bench, once the kernel took rows 512 at a
+    // time (0.80-0.85x before); on the Sapphire Rapids Xeon, 0.7-0.8x (before the blocks of rows).
     static const bool amd = __builtin_cpu_is("amd");
     return amd;
 #else

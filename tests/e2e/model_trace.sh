@@ -179,6 +179,49 @@ dir="$work/wide"
 check "wide vocabulary" "$WIDE" "$dir/want.npy" "$work/wide.json" "$work/wide32.npy" "$work/wide_stdout.npy" "$work/wide64.npy"
 cmp -s "$work/wide32.npy" "$work/wide_stdout.npy" && passed=$((passed + 1)) || fail "wide vocabulary" "stdout differs from the file"
 
+# ---- a block of 4 MiB or more: its weights' copies and the activations in pages made ahead -----
+# GPT-2 with E = 384 (7 MB of float32 weights a block): with the weights copied (WEIGHT_PAGES=read)
+# on two threads, a helper makes the pages of the activations and of the first block's copies while
+# the run embeds (PagesAhead, lib/model/forward.cpp), and the blocks come from that region; the
+# hidden states and logits against hf_model.py's float64 forward, mapped and copied alike.
+"$PYTHON" - "$SRC" "$work/deep" <<'PY' || fail "pages ahead" "could not make the checkpoint"
+import json, sys
+from pathlib import Path
+import numpy as np, torch
+sys.path.insert(0, sys.argv[1] + "/tests/goldens")
+sys.dont_write_bytecode = True
+import hf_model, make_checkpoint_goldens as mcg
+folder = Path(sys.argv[2])
+folder.mkdir()
+mcg.V = 300
+cfg = dict(mcg.gpt2_config("f32"), n_embd=384, n_head=6, n_layer=2, n_positions=24, vocab_size=300,
+           bos_token_id=299, eos_token_id=299)
+mcg.save_checkpoint(folder, mcg.gpt2_state(cfg, mcg.Init(77), ""))
+(folder / "config.json").write_text(json.dumps(cfg))
+ids = torch.tensor(np.random.default_rng(6).integers(0, 300, 24))
+np.save(folder / "ids.npy", ids.numpy().astype(np.int64))
+with torch.no_grad():
+    out = hf_model.forward(mcg.read_checkpoint(folder), cfg, ids)
+np.save(folder / "want_logits.npy", out["logits"].numpy())
+np.save(folder / "want_hidden.npy", np.stack([h.numpy() for h in out["hidden_states"]]))
+PY
+DEEP='
+import sys
+import numpy as np
+folder, logits, hidden = sys.argv[1:4]
+for name, got, want in (("logits", np.load(logits), np.load(folder + "/want_logits.npy")),
+                        ("hidden", np.load(hidden), np.load(folder + "/want_hidden.npy"))):
+    got = got.reshape(want.shape)
+    err = np.abs(got - want).max() / max(1.0, np.abs(want).max())
+    assert err < 2e-5, (name, err)
+'
+dir="$work/deep"
+for pages in read map; do
+    ATTNTRACE_WEIGHT_PAGES=$pages "$ATTNTRACE" model "$dir" --ids "$dir/ids.npy" --threads 2 --top 0 \
+        --logits "$work/deep_$pages.npy" --hidden-states "$work/deep_h_$pages.npy" > /dev/null
+    check "pages ahead ($pages)" "$DEEP" "$dir" "$work/deep_$pages.npy" "$work/deep_h_$pages.npy"
+done
+
 # ---- --induction: the sequence, and each head's score from the same run's attentions -----------
 INDUCTION='
 import json, sys

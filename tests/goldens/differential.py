@@ -402,13 +402,26 @@ def main():
         except Failure as f:
             failures += 1
             print(f"FAIL config {i}: {json.dumps(c)}\n    {f}", flush=True)
+    # one query of 1 MiB or more on two threads: the run has a helper make the pages of its blocks
+    # while it reads (PagesAhead, lib/include/attntrace/tensor/buffer.hpp), and its projections,
+    # weights and output come from that region
+    c = draw(rng)
+    c.update(dtype="f32", heads=4, head_dim=64, embed=256, unbatched=False, batch=1, lq=1100, lk=1100, self=True,
+             kdim=256, vdim=256, value_is_key=False, causal=False, key_padding=False, attn_mask="none",
+             valid_lens="none", scale=None, scheme="torch", format="safetensors", prefix=None, threads=2)
+    try:
+        run_config(attntrace, c, rng, workdir / "config_large")
+    except Failure as f:
+        failures += 1
+        print(f"FAIL large config: {json.dumps(c)}\n    {f}", flush=True)
     try:
         n = check_random_init(attntrace, workdir, rng)
         print(f"random init: {n} checks ok")
     except Failure as f:
         failures += 1
         print(f"FAIL {f}", flush=True)
-    print(f"differential: {opts.configs} configs ({empty} fully masked query rows), {failures} failures; seed {seed}")
+    print(f"differential: {opts.configs} configs and a large one ({empty} fully masked query rows), {failures} failures; "
+          f"seed {seed}")
     return 1 if failures else 0
 
 

@@ -27,7 +27,7 @@ void set_weight_gemm(WeightGemm kernel);
 WeightGemm weight_gemm();
 // Whether every product weight_product is asked for runs on a kernel of ours, whatever its rows (so
 // OpenBLAS need not be loaded for them): amx, avx512 when chosen, and best on an AMD CPU with
-// AVX-512F, where the AVX-512 kernel matched OpenBLAS's own kernels at 2048 rows (docs/performance.md).
+// AVX-512F, where the AVX-512 kernel runs at 0.92-0.99x OpenBLAS's own kernels at 4096 rows (docs/performance.md).
 bool weight_gemm_every_row();
 std::string weight_gemm_name(WeightGemm kernel);
 // The kernel named NAME ("best", "blas", "avx512", "amx"), or false when there is none.
