@@ -17,9 +17,6 @@ namespace {
 
 [[noreturn]] void fail(const std::string& source, const std::string& what) { throw InputError(source + ": " + what); }
 
-}  // namespace
-
-namespace {
 // a new chunk holds the tensor rounded up to 4 MiB (huge pages, buffer.hpp): the same tensors of the
 // next layer then land in the same chunks, and a small model populates no more than it uses
 constexpr std::size_t kAlign = 64, kChunkBytes = std::size_t{4} << 20;

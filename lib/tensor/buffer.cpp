@@ -7,10 +7,11 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
-#include <atomic>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -181,16 +182,20 @@ PagesAhead::PagesAhead(std::size_t bytes) {
         munmap(map, bytes + huge_page);
         return;
     }
-    helper_ = std::thread([this, base, bytes] {
-        // one huge page at a time, each past the part already handed out (its owner is writing it)
-        for (std::size_t done = 0; !stop_.load(std::memory_order_relaxed);) {
-            const std::size_t from = std::max(done, (pool().ahead_used() + huge_page - 1) / huge_page * huge_page);
-            if (from >= bytes) break;
-            populate(base + from, huge_page);
-            done = from + huge_page;
-        }
-        timeline_mark("pages ahead: made");
-    });
+    try {
+        helper_ = std::thread([this, base, bytes] {
+            // one huge page at a time, each past the part already handed out (its owner is writing it)
+            for (std::size_t done = 0; !stop_.load(std::memory_order_relaxed);) {
+                const std::size_t next = (pool().ahead_used() + huge_page - 1) / huge_page * huge_page;
+                const std::size_t from = std::max(done, next);
+                if (from >= bytes) break;
+                populate(base + from, huge_page);
+                done = from + huge_page;
+            }
+            timeline_mark("pages ahead: made");
+        });
+    } catch (const std::system_error&) {  // no thread to be had: the region serves, its pages made as used
+    }
 }
 
 PagesAhead::~PagesAhead() {
