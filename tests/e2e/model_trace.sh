@@ -138,28 +138,38 @@ grep -q "^no mask token in the input: nothing to fill$" "$work/t.txt" && passed=
 "$ATTNTRACE" model "$MODELS/full_bert_mlm" --text "The cat [MASK]." --format json > "$work/t.json"  # BERT: no --top, nothing
 check "bert default top" 'import json, sys; assert json.load(open(sys.argv[1]))["predictions"] is None' "$work/t.json"
 
-# ---- a vocabulary of many head blocks: the logits written block by block as the head computes ---
-# GPT-2 with 5000 tokens (5 blocks of 1024 vocabulary rows, written 2 blocks at a time, each write
-# overlapping the next blocks' products), against hf_model.py's float64 logits; the file, stdout
-# and --top's predictions (kept from the blocks as they pass) all agree.
-"$PYTHON" - "$SRC" "$work/wide" <<'PY' || fail "wide vocabulary" "could not make the checkpoint"
+# make_gpt2 FOLDER SEED CONFIG: a float32 GPT-2 checkpoint in FOLDER (mcg.gpt2_config with the JSON
+# object CONFIG over it, weights drawn from SEED), ids.npy (n_positions ids below vocab_size), and
+# hf_model.py's float64 forward of them: want_logits.npy, want_hidden.npy (N + 1, L, E).
+make_gpt2() {
+    "$PYTHON" - "$SRC" "$@" <<'PY'
 import json, sys
 from pathlib import Path
 import numpy as np, torch
 sys.path.insert(0, sys.argv[1] + "/tests/goldens")
 sys.dont_write_bytecode = True
 import hf_model, make_checkpoint_goldens as mcg
-folder = Path(sys.argv[2])
+folder, seed, over = Path(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
 folder.mkdir()
-mcg.V = 5000
-cfg = dict(mcg.gpt2_config("f32"), n_layer=1, n_positions=40, vocab_size=5000, bos_token_id=4999, eos_token_id=4999)
-mcg.save_checkpoint(folder, mcg.gpt2_state(cfg, mcg.Init(4242), ""))
+mcg.V = over["vocab_size"]
+cfg = dict(mcg.gpt2_config("f32"), bos_token_id=mcg.V - 1, eos_token_id=mcg.V - 1, **over)
+mcg.save_checkpoint(folder, mcg.gpt2_state(cfg, mcg.Init(seed), ""))
 (folder / "config.json").write_text(json.dumps(cfg))
-ids = torch.tensor(np.random.default_rng(5).integers(0, 5000, 40))
+ids = torch.tensor(np.random.default_rng(seed).integers(0, mcg.V, cfg["n_positions"]))
 np.save(folder / "ids.npy", ids.numpy().astype(np.int64))
 with torch.no_grad():
-    np.save(folder / "want.npy", hf_model.forward(mcg.read_checkpoint(folder), cfg, ids)["logits"].numpy())
+    out = hf_model.forward(mcg.read_checkpoint(folder), cfg, ids)
+np.save(folder / "want_logits.npy", out["logits"].numpy())
+np.save(folder / "want_hidden.npy", np.stack([h.numpy() for h in out["hidden_states"]]))
 PY
+}
+
+# ---- a vocabulary of many head blocks: the logits written block by block as the head computes ---
+# GPT-2 with 5000 tokens (5 blocks of 1024 vocabulary rows, written 2 blocks at a time, each write
+# overlapping the next blocks' products), against hf_model.py's float64 logits; the file, stdout
+# and --top's predictions (kept from the blocks as they pass) all agree.
+make_gpt2 "$work/wide" 4242 '{"n_layer": 1, "n_positions": 40, "vocab_size": 5000}' ||
+    fail "wide vocabulary" "could not make the checkpoint"
 WIDE='
 import json, sys
 import numpy as np
@@ -176,7 +186,7 @@ dir="$work/wide"
 "$ATTNTRACE" model "$dir" --ids "$dir/ids.npy" --logits "$work/wide32.npy" --top 3 --format json > "$work/wide.json"
 "$ATTNTRACE" model "$dir" --ids "$dir/ids.npy" --logits - --top 0 > "$work/wide_stdout.npy"
 "$ATTNTRACE" model "$dir" --ids "$dir/ids.npy" --logits "$work/wide64.npy" --dtype f64 --top 0 > /dev/null
-check "wide vocabulary" "$WIDE" "$dir/want.npy" "$work/wide.json" "$work/wide32.npy" "$work/wide_stdout.npy" "$work/wide64.npy"
+check "wide vocabulary" "$WIDE" "$dir/want_logits.npy" "$work/wide.json" "$work/wide32.npy" "$work/wide_stdout.npy" "$work/wide64.npy"
 cmp -s "$work/wide32.npy" "$work/wide_stdout.npy" && passed=$((passed + 1)) || fail "wide vocabulary" "stdout differs from the file"
 
 # ---- a block of 4 MiB or more: its weights' copies and the activations in pages made ahead -----
@@ -184,27 +194,8 @@ cmp -s "$work/wide32.npy" "$work/wide_stdout.npy" && passed=$((passed + 1)) || f
 # on two threads, a helper makes the pages of the activations and of the first block's copies while
 # the run embeds (PagesAhead, lib/model/forward.cpp), and the blocks come from that region; the
 # hidden states and logits against hf_model.py's float64 forward, mapped and copied alike.
-"$PYTHON" - "$SRC" "$work/deep" <<'PY' || fail "pages ahead" "could not make the checkpoint"
-import json, sys
-from pathlib import Path
-import numpy as np, torch
-sys.path.insert(0, sys.argv[1] + "/tests/goldens")
-sys.dont_write_bytecode = True
-import hf_model, make_checkpoint_goldens as mcg
-folder = Path(sys.argv[2])
-folder.mkdir()
-mcg.V = 300
-cfg = dict(mcg.gpt2_config("f32"), n_embd=384, n_head=6, n_layer=2, n_positions=24, vocab_size=300,
-           bos_token_id=299, eos_token_id=299)
-mcg.save_checkpoint(folder, mcg.gpt2_state(cfg, mcg.Init(77), ""))
-(folder / "config.json").write_text(json.dumps(cfg))
-ids = torch.tensor(np.random.default_rng(6).integers(0, 300, 24))
-np.save(folder / "ids.npy", ids.numpy().astype(np.int64))
-with torch.no_grad():
-    out = hf_model.forward(mcg.read_checkpoint(folder), cfg, ids)
-np.save(folder / "want_logits.npy", out["logits"].numpy())
-np.save(folder / "want_hidden.npy", np.stack([h.numpy() for h in out["hidden_states"]]))
-PY
+make_gpt2 "$work/deep" 77 '{"n_embd": 384, "n_head": 6, "n_layer": 2, "n_positions": 24, "vocab_size": 300}' ||
+    fail "pages ahead" "could not make the checkpoint"
 DEEP='
 import sys
 import numpy as np
