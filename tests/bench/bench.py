@@ -55,6 +55,11 @@ Ceilings, measured in the same run at each thread count:
          cores its threads kept busy on average. The threads minus that is the part of the run
          spent on fewer cores (the process start, the reads, loading OpenBLAS, the end) or waiting
          (a lock, the disk): what stops a run from scaling with cores.
+  by CPU one-thread sgemm pinned to each CPU (the first 16), as a note: an uneven machine (a VM
+         whose CPU 0 is slower) holds back every product split evenly over the threads. A note
+         also says when the hypervisor's free page reporting is on: fresh memory (what a whole
+         process pays and a warm PyTorch forward does not) then costs what the gap since other
+         processes freed theirs decides.
 
 OpenBLAS 0.3.21 does not recognise some newer CPUs and falls back to slow generic kernels;
 attntrace then loads it again with OPENBLAS_CORETYPE set (lib/include/attntrace/tensor/gemm.hpp). A
@@ -233,6 +238,46 @@ def cpu_model():
     return "unknown CPU"
 
 
+def core_speeds(build, env=None, most=16):
+    """One-thread sgemm GFLOP/s on each CPU this process may use (the first MOST), each run pinned
+    to its CPU: on a VM one vCPU can be much slower than another (the AMD EPYC VM's CPU 0 ran 145-150
+    against CPU 1's 165-175 GFLOP/s), and a product split evenly over two threads then waits for the
+    slower one. An empty dict where pinning is not possible."""
+    exe = os.path.join(build, "tests", "sgemm_ceiling")
+    speeds = {}
+    for cpu in sorted(os.sched_getaffinity(0))[:most]:
+        try:
+            out = subprocess.check_output([exe, "2048", "1"], env=env,
+                                          preexec_fn=lambda c=cpu: os.sched_setaffinity(0, {c}))
+        except (OSError, subprocess.CalledProcessError):
+            return {}
+        speeds[cpu] = float(out.split()[0])
+    return speeds
+
+
+def page_reporting_note():
+    """A note when the hypervisor takes back free memory (virtio-balloon free page reporting): free
+    blocks of 2^order pages go back to the host about 2 s after they are freed, and a page allocated
+    from them costs a host fault as well, so fresh memory runs at a speed the gap since other
+    processes freed theirs decides (measured on the AMD EPYC VM: 2 MiB pages populated at about 20 GB/s
+    right after a free, 0.6-1.2 GB/s after a 4 s pause). Empty where it is off or cannot be read."""
+    try:
+        order = int(open("/sys/module/page_reporting/parameters/page_reporting_order").read())
+    except (OSError, ValueError):
+        return ""
+    import glob
+    for device in glob.glob("/sys/bus/virtio/devices/*"):
+        try:
+            is_balloon = open(os.path.join(device, "device")).read().strip() == "0x0005"
+            features = open(os.path.join(device, "features")).read().strip()
+        except OSError:
+            continue
+        if is_balloon and len(features) > 5 and features[5] == "1":  # VIRTIO_BALLOON_F_REPORTING
+            return (f"the hypervisor's free page reporting is on (free blocks of {4 << order >> 10} MiB and up go back "
+                    "to the host): fresh memory's speed here depends on how long ago other processes freed theirs")
+    return ""
+
+
 def parse_threads(text, cores):
     """The thread counts asked for that this machine can run, and a note on those it cannot."""
     try:
@@ -249,7 +294,6 @@ def parse_threads(text, cores):
 
 def measure_ceilings(build, threads, weights_bytes, work, env):
     """sgemm GFLOP/s and memory GB/s (membw_ceiling's fields) per thread count."""
-    sgemm_exe = os.path.join(build, "tests", "sgemm_ceiling")
     membw_exe = os.path.join(build, "tests", "membw_ceiling")
     sgemm, membw = {}, {}
     for t in threads:
@@ -747,6 +791,12 @@ def main():
     for t in threads:
         print(f"ceilings at {plural(t)}: sgemm {ceilings[0][t]:.1f} GFLOP/s"
               + (f"; memory GB/s {ceilings[1][t]}" if t in ceilings[1] else ""), flush=True)
+    speeds = core_speeds(args.build, bench.fixed_env)
+    speeds_note = ("one-thread sgemm pinned to each CPU: " + ", ".join(f"CPU {c} {g:.0f}" for c, g in speeds.items())
+                   + " GFLOP/s") if speeds else ""
+    for note in (speeds_note, page_reporting_note()):
+        if note:
+            print(f"note: {note}", flush=True)
     model_rows = model_bench.model_bench(args.build, work, threads, args.python, args.reps,
                                          bench.torch_envs, bench.torch_version)
     print("\n" + model_bench.markdown(model_rows) + "\n", flush=True)
@@ -762,7 +812,7 @@ def main():
     for t in threads:
         rows.append(bench.startup(t))
     rows.append(bench.startup(None))
-    notes = [skipped, coretype_note(args.build)]
+    notes = [skipped, coretype_note(args.build), speeds_note, page_reporting_note()]
     if bench.torch_version:
         t0 = time.perf_counter()
         subprocess.run([args.python, "-c", "import torch"], check=True)
@@ -775,7 +825,8 @@ def main():
             f.write(table + ("\n\n" + sweep_table if sweep_table else "") + "\n")
     result = {"torch": bench.torch_version, "python": args.python, "cpu": cpu_model(), "cores": cores,
               "openblas_core": bench.core, "attntrace_core": bench.better, "threads": threads,
-              "sgemm_gflops": ceilings[0], "memory_gbs": ceilings[1], "rows": rows, "sweep": sweep_rows,
+              "sgemm_gflops": ceilings[0], "memory_gbs": ceilings[1], "core_sgemm_gflops": speeds,
+              "rows": rows, "sweep": sweep_rows,
               "model": model_rows,
               "wrong": bench.wrong}
     for path in [os.path.join(work, "results.json")] + ([args.json] if args.json else []):
