@@ -72,7 +72,7 @@ Without --quick it also sweeps L = 512 .. 32768 (to 8192 with --skip-long) witho
 thread and each thread count, attntrace alone, for time and peak memory against L.
 These are figures to read, not pass/fail tests: the machines are shared and noisy.
 """
-import argparse, datetime, json, os, shlex, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, datetime, glob, json, os, shlex, shutil, statistics, subprocess, sys, tempfile, time
 
 import numpy as np
 
@@ -265,7 +265,8 @@ def page_reporting_note():
         order = int(open("/sys/module/page_reporting/parameters/page_reporting_order").read())
     except (OSError, ValueError):
         return ""
-    import glob
+    kib = 4 << order  # 4 KiB pages
+    block = f"{kib >> 10} MiB" if kib >= 1024 else f"{kib} KiB"
     for device in glob.glob("/sys/bus/virtio/devices/*"):
         try:
             is_balloon = open(os.path.join(device, "device")).read().strip() == "0x0005"
@@ -273,7 +274,7 @@ def page_reporting_note():
         except OSError:
             continue
         if is_balloon and len(features) > 5 and features[5] == "1":  # VIRTIO_BALLOON_F_REPORTING
-            return (f"the hypervisor's free page reporting is on (free blocks of {4 << order >> 10} MiB and up go back "
+            return (f"the hypervisor's free page reporting is on (free blocks of {block} and up go back "
                     "to the host): fresh memory's speed here depends on how long ago other processes freed theirs")
     return ""
 
