@@ -795,7 +795,8 @@ def main():
     speeds = core_speeds(args.build, bench.fixed_env)
     speeds_note = ("one-thread sgemm pinned to each CPU: " + ", ".join(f"CPU {c} {g:.0f}" for c, g in speeds.items())
                    + " GFLOP/s") if speeds else ""
-    for note in (speeds_note, page_reporting_note()):
+    machine_notes = [speeds_note, page_reporting_note()]  # printed now, and under the table
+    for note in machine_notes:
         if note:
             print(f"note: {note}", flush=True)
     model_rows = model_bench.model_bench(args.build, work, threads, args.python, args.reps,
@@ -813,7 +814,7 @@ def main():
     for t in threads:
         rows.append(bench.startup(t))
     rows.append(bench.startup(None))
-    notes = [skipped, coretype_note(args.build), speeds_note, page_reporting_note()]
+    notes = [skipped, coretype_note(args.build)] + machine_notes
     if bench.torch_version:
         t0 = time.perf_counter()
         subprocess.run([args.python, "-c", "import torch"], check=True)
