@@ -167,6 +167,19 @@ void free_buffer(void* p) noexcept {
 
 std::size_t pages_ahead_handed_out() noexcept { return pool().ahead_used(); }
 
+// A first write instead of MADV_POPULATE_WRITE, which holds the address space's lock for reading
+// while the pages are made: on the AMD EPYC VM a 2 MiB page the host had taken back took ~5 ms, and
+// every mmap, mprotect and thread start of the other threads waited behind it (GPT-2 small at
+// L = 256: its embedding 2-9 ms, but 20-31 ms in the runs where PagesAhead's helper was at work;
+// docs/performance.md). A page fault holds only its own mapping's lock. The write is an atomic OR
+// of zero: whatever an owner writes there meanwhile stays.
+void make_huge_page_present(void* p) {
+    char* const at = static_cast<char*>(p);
+    std::atomic_ref<char>(*at).fetch_or(0, std::memory_order_relaxed);
+    unsigned char last = 0;  // the fault gave a 4 KiB page (no huge page to be had, THP off): the rest in one call
+    if (mincore(at + huge_page - 4096, 4096, &last) != 0 || (last & 1) == 0) populate(at, huge_page);
+}
+
 PagesAhead::PagesAhead(std::size_t bytes) {
     bytes = (bytes + huge_page - 1) / huge_page * huge_page;
     if (bytes == 0) return;
@@ -189,7 +202,7 @@ PagesAhead::PagesAhead(std::size_t bytes) {
                 const std::size_t next = (pool().ahead_used() + huge_page - 1) / huge_page * huge_page;
                 const std::size_t from = std::max(done, next);
                 if (from >= bytes) break;
-                populate(base + from, huge_page);
+                make_huge_page_present(base + from);
                 done = from + huge_page;
             }
             timeline_mark("pages ahead: made");

@@ -21,10 +21,15 @@ void free_buffer(void* p) noexcept;
 // page amid the products that write them. A hint: where the kernel refuses, nothing changes.
 void populate_for_writing(void* p, std::size_t bytes, std::size_t threads);
 
+// The huge page at P (2 MiB-aligned, mapped writable) made present without holding the address
+// space's lock: one write where the kernel gives a huge page, else MADV_POPULATE_WRITE for the
+// 4 KiB pages. Its bytes keep their values. PagesAhead's helper makes its region this way.
+void make_huge_page_present(void* p);
+
 // Pages made ahead of the blocks a run is about to ask for, on a core that would otherwise wait: a
 // region of BYTES (rounded up to 2 MiB, in huge pages where the kernel gives them) from which the
 // pool hands out the blocks of 64 KiB and up that no freed block serves, in the order asked, while
-// a helper thread makes its pages present front to back (MADV_POPULATE_WRITE, 2 MiB at a time),
+// a helper thread makes its pages present front to back (make_huge_page_present, 2 MiB at a time),
 // always past the part already handed out. Made while a run reads its inputs, the zeroing of its
 // projections' fresh pages (about 1 GB/s on a VM, docs/performance.md) happens there instead of
 // amid the products. Once per process (a later one changes nothing), none under AddressSanitizer;
