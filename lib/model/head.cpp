@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <type_traits>
 
@@ -107,13 +108,19 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, co
     if constexpr (std::is_same_v<T, float>)
         if (quantized) x_quantized = quantize_rows(quantized->type, x.data(), p, e, threads);
     t.files->free_copies();  // the layers' weight buffers, for the ones below (pages made, no faults)
-    // the (P, V) logits; or, to COLUMNS, two blocks of them: one written alongside while the next is computed
-    Array<T> held = columns ? Array<T>::from_shape({2, p, std::min(v, per_write * head_rows)}) : Array<T>::from_shape({p, v});
+    // the (P, V) logits; or, to COLUMNS, two blocks of them: one written alongside while the next is
+    // computed, each a buffer of its own, which one of the layers' freed weight chunks holds (GPT-2
+    // small: 12 MiB each; as one 24 MiB block they took fresh pages amid the products)
+    std::array<Array<T>, 2> held;
+    if (columns)
+        for (Array<T>& h : held) h = Array<T>::from_shape({p, std::min(v, per_write * head_rows)});
+    else
+        held[0] = Array<T>::from_shape({p, v});
     // each worker's block of weight rows, read into it where the file is not used in place
     Array<T> staged = Array<T>::from_shape({in_file || quantized ? 0 : threads, head_rows * e});
     if (!columns) {  // the pages first, all at once, not as page faults amid the products
         timeline_mark("head: populating the logits' pages");
-        populate_for_writing(held.data(), p * v * sizeof(T), threads);
+        populate_for_writing(held[0].data(), p * v * sizeof(T), threads);
     }
     timeline_mark("head: products");
     // block BLK's (P, v1 - v0) logits into OUT, rows LDO apart
@@ -140,7 +147,7 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, co
     for (std::size_t b0 = 0, turn = 0; b0 < blocks; b0 += per_write, turn ^= 1) {
         const std::size_t b1 = std::min(blocks, b0 + per_write), c0 = b0 * head_rows, c1 = std::min(v, b1 * head_rows);
         const std::size_t ldo = columns ? c1 - c0 : v;
-        T* const out = columns ? held.data() + turn * held.size() / 2 : held.data() + c0;
+        T* const out = columns ? held[turn].data() : held[0].data() + c0;
         parallel_for(b1 - b0, std::min(threads, b1 - b0),
                      [&](std::size_t i, std::size_t worker) { block(b0 + i, worker, out + i * head_rows, ldo); });
         if (!columns) continue;
@@ -149,7 +156,7 @@ Array<T> head(const Model& model, const Array<T>& final, std::size_t threads, co
     }
     if (writing) writing->get();
     timeline_mark("head: products done");
-    return columns ? Array<T>() : held;
+    return columns ? Array<T>() : std::move(held[0]);
 }
 
 template <class T>
