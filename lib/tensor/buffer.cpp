@@ -20,7 +20,10 @@ namespace attntrace {
 
 namespace {
 constexpr std::size_t huge_page = std::size_t{2} << 20;
-constexpr std::size_t large = std::size_t{4} << 20;       // and up: huge pages
+// and up: huge pages. From 2 MiB, not 4: a GPT-2 vocabulary's look-up table (2 MiB) was 512 pages,
+// each a fault and a TLB miss at its random probes (its tokenizer's load 41.6 -> 32.6 ms on the AMD
+// EPYC VM, docs/performance.md)
+constexpr std::size_t large = std::size_t{2} << 20;
 constexpr std::size_t populated = std::size_t{64} << 10;  // and up: populated, then reused
 constexpr std::size_t max_kept = 8;                       // freed blocks kept at most,
 constexpr std::size_t max_kept_bytes = std::size_t{64} << 20;  // holding at most this
