@@ -1,10 +1,10 @@
 #pragma once
 // The allocator behind every Array: large blocks (2 MiB and up) are 2 MiB-aligned and marked for
 // transparent huge pages (madvise), so a (B, H, Lq, Lk) weights buffer costs a few dozen page
-// faults instead of thousands. Blocks from 64 KiB on are populated by one madvise, and freed ones
-// are kept (at most 8 and 64 MiB) to serve a later request they can hold, with their pages already
-// present; where a PagesAhead region was made, it serves those no kept block serves. Small blocks
-// come from malloc as usual. Memory is not initialized.
+// faults instead of thousands. Smaller blocks from 64 KiB on are populated by one madvise. Freed
+// ones are kept (at most 8 and 64 MiB) to serve a later request they can hold, with their pages
+// already present; where a PagesAhead region was made, it serves those no kept block serves. Small
+// blocks come from malloc as usual. Memory is not initialized.
 #include <atomic>
 #include <cstddef>
 #include <new>
