@@ -58,10 +58,11 @@ public:
 
     // Whether mapping this file's pages costs more than reading them with pread: 64 pages from its
     // middle mapped (MADV_POPULATE_READ) and touched, against the same bytes read into a warm buffer,
-    // the faster of 3 trials each, and true when mapping takes more than twice as long (reading
-    // copies what the mapping does not). On an AMD EPYC VM whose hypervisor shadows the page
-    // tables: 49 us mapped against 10-15 us read. False for a file read into memory, one under 16
-    // MiB, or a kernel without MADV_POPULATE_READ.
+    // the faster of 3 trials each, and true unless mapping takes less than half as long (the
+    // products read mapped pages cold, the read's copy on huge pages and partly in cache). On an
+    // AMD EPYC VM whose hypervisor shadows the page tables: 49-59 us mapped against 10-18 us read
+    // for a file cached long ago, 13 against 12.5 us for one just written. False for a file read
+    // into memory, one under 16 MiB, or a kernel without MADV_POPULATE_READ.
     bool mapping_dearer_than_reading() const;
 
 private:
