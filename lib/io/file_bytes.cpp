@@ -24,6 +24,7 @@
 
 #include "attntrace/tensor/errors.hpp"
 #include "attntrace/tensor/memory.hpp"
+#include "attntrace/tensor/timeline.hpp"
 #include "attntrace/io/npy.hpp"
 #include "attntrace/io/sniff.hpp"
 
@@ -345,7 +346,11 @@ void set_weight_pages(WeightPages pages) noexcept { weight_pages.store(pages); }
 bool read_weight_pages(const FileBytes& file) {
     const WeightPages chosen = weight_pages.load();
     if (chosen != WeightPages::best) return chosen == WeightPages::read;
-    static const bool dearer = file.mapping_dearer_than_reading();  // measured on the first file asked
+    static const bool dearer = [&file] {  // measured on the first file asked
+        const bool read = file.mapping_dearer_than_reading();
+        timeline_mark(read ? "weights: read (the probe's answer)" : "weights: mapped (the probe's answer)");
+        return read;
+    }();
     return dearer;
 }
 

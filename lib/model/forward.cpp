@@ -464,7 +464,7 @@ void ForwardPass<T>::run_until(std::size_t layer) {
         const std::size_t n = s.next;
         timeline_mark("forward: reading a layer's weights");
         load_block(*s.model.tensors, n, s.w);
-        timeline_mark("forward: a layer's weights mapped");
+        timeline_mark("forward: a layer's weights ready");
         block(m, s.w, n, s.a, s.options, s.observer);
         release_block(*s.model.tensors, n);
         if (n + 1 == m.layers.size()) {
