@@ -162,12 +162,13 @@ namespace {
 
 // ---- the outputs ----------------------------------------------------------------------------
 
-// A .npy output written where its values are computed (pwrite into its temporary file), or held
-// whole and written at the end when it goes to stdout or another non-regular file.
+// A .npy output written where its values are computed (pwrite into its temporary file, or for
+// stdout or another non-regular file into an in-memory file written there at the end), or, where
+// no in-memory file can be made, held whole in an array and written at the end.
 template <class T>
 class NpyOutput {
 public:
-    NpyOutput(const std::string& path, const Shape& shape) : path_(path), shape_(shape), file_(StreamedFile::open(path)) {
+    NpyOutput(const std::string& path, const Shape& shape) : path_(path), shape_(shape), file_(StreamedFile::open_or_hold(path)) {
         if (!file_) {
             held_ = Array<T>::from_shape(shape);
             return;
@@ -369,7 +370,8 @@ ModelTrace run_sequence(const ModelSession& s, const Sequence& seq, bool write_o
     timeline_mark("model: forward done");
     ModelTrace trace;
     trace.dir = f.model, trace.config = &s.model.config, trace.dtype = sizeof(T) == 4 ? "float32" : "float64";
-    trace.threads = f.threads, trace.tokens = seq.tokens, trace.heads = stats.layers;
+    trace.threads = f.threads, trace.tokens = seq.tokens;
+    trace.heads = std::move(stats.layers);  // not copied: 1.2 MB of fresh pages at GPT-2 small, L = 256 (3.4 ms)
     if (f.induction) std::tie(trace.induction, trace.induction_scores) = induction_run<T>(s);
     if (s.top > 0) trace.predicted = s.model.config.causal() ? "next" : "mask";
     if (result.logits || o.all_logits)  // of `positions` only, or those rows kept from every position's

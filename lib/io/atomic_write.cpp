@@ -19,6 +19,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/sendfile.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -78,21 +79,26 @@ Retired& retired() {
     return *instance;
 }
 
+// Whether FD, a regular file's descriptor, was kept for release_replaced_files() (deferring, and
+// the file large enough to be worth it); else the caller still owns it.
+bool keep_for_release(int fd) noexcept {
+    Retired& r = retired();
+    struct stat info {};
+    if (!r.defer.load() || fd < 0 || ::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) ||
+        info.st_size < Retired::min_bytes)
+        return false;
+    const std::lock_guard<std::mutex> lock(r.mutex);
+    if (r.fds.size() >= Retired::max_fds) return false;
+    r.fds.push_back(fd);
+    return true;
+}
+
 // Deletes the replaced file now at NAME: at once, or (defer_replaced_files) by dropping only its
 // name and keeping a descriptor that holds its data for release_replaced_files().
 void retire(const std::string& name) noexcept {
-    Retired& r = retired();
-    if (r.defer.load()) {
+    if (retired().defer.load()) {
         const int fd = ::open(name.c_str(), O_PATH | O_CLOEXEC | O_NOFOLLOW);
-        struct stat info {};
-        if (fd >= 0 && ::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && info.st_size >= Retired::min_bytes) {
-            const std::lock_guard<std::mutex> lock(r.mutex);
-            if (r.fds.size() < Retired::max_fds) {
-                r.fds.push_back(fd);
-                ::unlink(name.c_str());
-                return;
-            }
-        }
+        if (keep_for_release(fd)) return (void)::unlink(name.c_str());
         if (fd >= 0) ::close(fd);
     }
     ::unlink(name.c_str());
@@ -304,10 +310,70 @@ void write_file_atomically(const std::string& path, Pieces bytes) {
     if (const int error = temp.commit(*target); error != 0) throw_output_errno(path, error);
 }
 
+// An anonymous in-memory file holding the bytes for a PATH that cannot be replaced ("-", a device,
+// a FIFO) until commit() writes them there in order.
+class HeldFile {
+public:
+    HeldFile() : fd_(::memfd_create("attntrace-output", MFD_CLOEXEC)) {}
+    HeldFile(const HeldFile&) = delete;
+    HeldFile& operator=(const HeldFile&) = delete;
+    ~HeldFile() {  // its memory freed by the exit's helper where replaced files are (51 MB: 5 ms here)
+        if (fd_ >= 0 && !keep_for_release(fd_)) ::close(fd_);
+    }
+    int fd() const { return fd_; }
+
+    // Writes the file's bytes to PATH (stdout for "-"); returns 0 or the errno of the failure.
+    int commit(const std::string& path) const {
+        struct stat info {};
+        if (::fstat(fd_, &info) != 0) return errno;
+        if (path == "-") {
+            if (std::fflush(stdout) != 0) return errno != 0 ? errno : EIO;  // what was printed goes first
+            return copy_to(STDOUT_FILENO, static_cast<std::size_t>(info.st_size));
+        }
+        int out;
+        do {
+            out = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+        } while (out < 0 && errno == EINTR);
+        if (out < 0) return errno;
+        const int write_error = copy_to(out, static_cast<std::size_t>(info.st_size));
+        const int close_error = ::close(out) == 0 ? 0 : errno;
+        return write_error != 0 ? write_error : close_error;
+    }
+
+private:
+    int fd_;
+
+    // The first SIZE bytes to OUT: sendfile, or where OUT takes none (an old kernel's limits), pread
+    // and write through a buffer.
+    int copy_to(int out, std::size_t size) const {
+        off_t at = 0;
+        while (static_cast<std::size_t>(at) < size) {
+            const ssize_t sent = ::sendfile(out, fd_, &at, size - static_cast<std::size_t>(at));
+            if (sent > 0) continue;
+            if (sent < 0 && errno == EINTR) continue;
+            if (sent < 0 && (errno == EINVAL || errno == ENOSYS) && at == 0) break;
+            return sent < 0 ? errno : EIO;
+        }
+        std::vector<char> buffer(std::size_t{1} << 20);
+        while (static_cast<std::size_t>(at) < size) {
+            const ssize_t got = ::pread(fd_, buffer.data(), std::min(buffer.size(), size - static_cast<std::size_t>(at)), at);
+            if (got < 0 && errno == EINTR) continue;
+            if (got <= 0) return got < 0 ? errno : EIO;
+            if (const int error = write_all(out, {std::string_view(buffer.data(), static_cast<std::size_t>(got))}); error != 0)
+                return error;
+            at += got;
+        }
+        return 0;
+    }
+};
+
 struct StreamedFile::Impl {
     std::string path, target;
-    TempFile temp;
-    Impl(const std::string& p, const std::string& t) : path(p), target(t), temp(temp_file_for(p, t)) {}
+    std::unique_ptr<TempFile> temp;  // a regular file's
+    std::optional<HeldFile> held;    // or the bytes for one that is not
+    Impl(const std::string& p, const std::string& t) : path(p), target(t), temp(new TempFile(temp_file_for(p, t))) {}
+    explicit Impl(const std::string& p) : path(p) { held.emplace(); }
+    int fd() const { return temp ? temp->fd() : held->fd(); }
 };
 
 std::unique_ptr<StreamedFile> StreamedFile::open(const std::string& path) {
@@ -319,12 +385,21 @@ std::unique_ptr<StreamedFile> StreamedFile::open(const std::string& path) {
     return file;
 }
 
+std::unique_ptr<StreamedFile> StreamedFile::open_or_hold(const std::string& path) {
+    if (path.empty()) throw OutputError("output path is empty");
+    if (path != "-" && regular_target(path)) return open(path);
+    std::unique_ptr<StreamedFile> file(new StreamedFile());
+    file->impl_ = std::make_unique<Impl>(path);
+    if (file->impl_->held->fd() < 0) return nullptr;
+    return file;
+}
+
 StreamedFile::StreamedFile() = default;
 StreamedFile::~StreamedFile() = default;
 
 void StreamedFile::write_at(std::size_t offset, std::string_view bytes) {
     while (!bytes.empty()) {
-        const ssize_t wrote = ::pwrite(impl_->temp.fd(), bytes.data(), bytes.size(), static_cast<off_t>(offset));
+        const ssize_t wrote = ::pwrite(impl_->fd(), bytes.data(), bytes.size(), static_cast<off_t>(offset));
         if (wrote < 0) {
             if (errno == EINTR) continue;
             throw_output_errno(impl_->path, errno);
@@ -335,7 +410,8 @@ void StreamedFile::write_at(std::size_t offset, std::string_view bytes) {
 }
 
 void StreamedFile::commit() {
-    if (const int error = impl_->temp.commit(impl_->target); error != 0) throw_output_errno(impl_->path, error);
+    const int error = impl_->temp ? impl_->temp->commit(impl_->target) : impl_->held->commit(impl_->path);
+    if (error != 0) throw_output_errno(impl_->path, error);
 }
 
 void defer_replaced_files(bool on) noexcept { retired().defer.store(on); }

@@ -112,4 +112,15 @@ cmp -s "$W/copy/model.safetensors" "$GPT2/model.safetensors" || fail "the checkp
 "$A" model "$GPT2" --ids 1,2,3 --logits - > "$W/stdout.npy" 2> "$W/trace.txt" || fail "--logits - exit $?"
 "$PYTHON" -c 'import numpy, sys; assert numpy.load(sys.argv[1]).shape == (3, 281)' "$W/stdout.npy" || fail "--logits - shape"
 grep -q '^model ' "$W/trace.txt" || fail "the trace did not go to stderr"
+# through a pipe (held in memory, written at the end) the same values as into a file (streamed),
+# hidden states too; a device that refuses the write: exit 4 naming it
+"$A" model "$GPT2" --ids 1,2,3 --logits "$W/file.npy" --hidden-states "$W/hidden.npy" > /dev/null 2>&1 || fail "--logits FILE exit $?"
+same_npy() {  # stdin's .npy against file $1, to within 1e-6 (the same run, another route out)
+    "$PYTHON" -c 'import io, sys, numpy
+a = numpy.load(io.BytesIO(sys.stdin.buffer.read())); b = numpy.load(sys.argv[1])
+assert a.shape == b.shape and numpy.allclose(a, b, rtol=0, atol=1e-6), (a.shape, b.shape)' "$1"
+}
+"$A" model "$GPT2" --ids 1,2,3 --logits - 2> /dev/null | same_npy "$W/file.npy" || fail "--logits - through a pipe"
+"$A" model "$GPT2" --ids 1,2,3 --hidden-states - 2> /dev/null | same_npy "$W/hidden.npy" || fail "--hidden-states - through a pipe"
+run 4 "$A" model "$GPT2" --ids 1,2,3 --logits /dev/full; error_line "/dev/full"
 echo "model cli: ok"

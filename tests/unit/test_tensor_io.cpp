@@ -268,6 +268,39 @@ TEST_CASE("StreamedFile::write_at: pieces written anywhere are the file's once c
     CHECK(StreamedFile::open("-") == nullptr);  // stdout is written whole, not streamed
 }
 
+TEST_CASE("StreamedFile::open_or_hold: a FIFO or device gets the pieces in order at commit; a regular file streams") {
+    TempDir dir;
+    const std::string fifo = dir / "f";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    std::string received;
+    std::thread reader([&] {  // opening a FIFO to read waits for the writer, which commit() opens
+        std::ifstream in(fifo, std::ios::binary);
+        received.assign(std::istreambuf_iterator<char>(in), {});
+    });
+    {
+        auto file = StreamedFile::open_or_hold(fifo);
+        REQUIRE(file);
+        file->write_at(3 << 20, std::string(1 << 20, 'b'));  // past the end first, as the head's blocks
+        file->write_at(0, std::string(3 << 20, 'a'));
+        file->commit();
+    }
+    reader.join();
+    CHECK(received == std::string(3 << 20, 'a') + std::string(1 << 20, 'b'));
+    CHECK(entries(dir.path) == std::set<std::string>{"f"});  // no temp file beside it
+
+    auto full = StreamedFile::open_or_hold("/dev/full");
+    REQUIRE(full);
+    full->write_at(0, "xyz");
+    CHECK(error_of<OutputError>([&] { full->commit(); }) == "/dev/full: " + std::string(std::strerror(ENOSPC)));
+
+    auto regular = StreamedFile::open_or_hold(dir / "r.bin");  // streamed into its temp file as open() does
+    regular->write_at(0, "abc");
+    CHECK(entries(dir.path) == std::set<std::string>{"f"});
+    regular->commit();
+    CHECK(read_file(dir / "r.bin") == "abc");
+    CHECK(error_of<OutputError>([] { StreamedFile::open_or_hold(""); }) == "output path is empty");
+}
+
 TEST_CASE("save_tensor writes the format its extension names, or the one given") {
     TempDir dir;
     const Array<float> array = {{0.1f, 2.0f}, {-3.5f, 1e-38f}};

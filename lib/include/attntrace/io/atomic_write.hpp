@@ -31,6 +31,12 @@ class StreamedFile {
 public:
     // nullptr when PATH is "-" or an existing file that is not a regular file (write those whole).
     static std::unique_ptr<StreamedFile> open(const std::string& path);
+    // The same, but for "-" and a file that is not a regular file (/dev/null, a FIFO, a pipe) the
+    // pieces are held in an anonymous in-memory file (memfd) and written to PATH in order by
+    // commit(): the kernel's copies into it cost a third of what filling fresh pages of this
+    // process's own memory does where a hypervisor shadows the page tables (docs/performance.md).
+    // nullptr only where no such file can be made (then hold the bytes yourself).
+    static std::unique_ptr<StreamedFile> open_or_hold(const std::string& path);
     ~StreamedFile();
     StreamedFile(const StreamedFile&) = delete;
     StreamedFile& operator=(const StreamedFile&) = delete;
