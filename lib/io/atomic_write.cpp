@@ -239,13 +239,19 @@ private:
     }
 };
 
-// Writes to an existing file that is not a regular file (/dev/null, a FIFO, /dev/stdout when it
-// is a pipe): it cannot be replaced, only written.
-void write_in_place(const std::string& path, Pieces bytes) {
+// An existing file that is not a regular file (/dev/null, a FIFO, /dev/stdout when it is a pipe)
+// opened to be written in place: its descriptor, or -1 with errno set.
+int open_in_place(const std::string& path) {
     int fd;
     do {
         fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
     } while (fd < 0 && errno == EINTR);
+    return fd;
+}
+
+// Writes to an existing file that is not a regular file: it cannot be replaced, only written.
+void write_in_place(const std::string& path, Pieces bytes) {
+    const int fd = open_in_place(path);
     if (fd < 0) throw_output_errno(path, errno);
     const int write_error = write_all(fd, bytes);
     const int close_error = ::close(fd) == 0 ? 0 : errno;
@@ -330,10 +336,7 @@ public:
             if (std::fflush(stdout) != 0) return errno != 0 ? errno : EIO;  // what was printed goes first
             return copy_to(STDOUT_FILENO, static_cast<std::size_t>(info.st_size));
         }
-        int out;
-        do {
-            out = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-        } while (out < 0 && errno == EINTR);
+        const int out = open_in_place(path);
         if (out < 0) return errno;
         const int write_error = copy_to(out, static_cast<std::size_t>(info.st_size));
         const int close_error = ::close(out) == 0 ? 0 : errno;
@@ -387,10 +390,10 @@ std::unique_ptr<StreamedFile> StreamedFile::open(const std::string& path) {
 
 std::unique_ptr<StreamedFile> StreamedFile::open_or_hold(const std::string& path) {
     if (path.empty()) throw OutputError("output path is empty");
-    if (path != "-" && regular_target(path)) return open(path);
+    const std::optional<std::string> target = path == "-" ? std::nullopt : regular_target(path);
     std::unique_ptr<StreamedFile> file(new StreamedFile());
-    file->impl_ = std::make_unique<Impl>(path);
-    if (file->impl_->held->fd() < 0) return nullptr;
+    file->impl_ = target ? std::make_unique<Impl>(path, *target) : std::make_unique<Impl>(path);
+    if (!target && file->impl_->held->fd() < 0) return nullptr;
     return file;
 }
 
