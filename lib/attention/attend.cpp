@@ -280,8 +280,8 @@ Kept<T> plan_kept(const Reporter<T>& rep, const AttentionOptions& options, const
     if (options.row_stats) {
         std::size_t rows = 1;
         for (std::size_t d = 0; d + 1 < plane_shape.size(); ++d) rows *= plane_shape[d];
-        kept.stats = RowStats{Shape(plane_shape.begin(), plane_shape.end() - 1), std::vector<double>(rows),
-                              std::vector<std::int64_t>(rows), std::vector<double>(rows)};
+        kept.stats = RowStats{Shape(plane_shape.begin(), plane_shape.end() - 1), RowValues<double>(rows),
+                              RowValues<std::int64_t>(rows), RowValues<double>(rows)};
         const double nan = std::numeric_limits<double>::quiet_NaN();
         kept.stats->previous_token.assign(rows, nan);
         kept.stats->diagonal.assign(rows, nan);

@@ -67,14 +67,20 @@ struct MhaConfig {
 
 // What each attention row attends to: per (head index, query), the head index being (B, H) for
 // mha and Q's leading dims for sdpa. Computed on both paths (the tiled one keeps no weights).
+// Each is (B, H, Lq) values, taken from the buffer pool (tensor/buffer.hpp) like an Array's: at
+// L = 4096, H = 8, the six of them are 1.6 MB, which as fresh 4 KiB pages cost 5-7 ms of the run's
+// serial start on a VM (docs/performance.md); from the pool they take pages made ahead.
+template <class V>
+using RowValues = std::vector<V, BufferAllocator<V>>;
+
 struct RowStats {
-    Shape shape;                      // (B, H, Lq) or (..., Lq); unbatched mha: (H, Lq)
-    std::vector<double> entropy;      // -sum_j w_j ln w_j, in nats; 0 for an empty row, NaN for a NaN row
-    std::vector<std::int64_t> argmax; // the key with the most weight (first of ties); -1 if empty or NaN
-    std::vector<double> max_weight;   // its weight; 0 if empty, NaN for a NaN row
+    Shape shape;                          // (B, H, Lq) or (..., Lq); unbatched mha: (H, Lq)
+    RowValues<double> entropy;            // -sum_j w_j ln w_j, in nats; 0 for an empty row, NaN for a NaN row
+    RowValues<std::int64_t> argmax;       // the key with the most weight (first of ties); -1 if empty or NaN
+    RowValues<double> max_weight;         // its weight; 0 if empty, NaN for a NaN row
     // The head detectors' per-row values (detectors.hpp): w[i, i-1], w[i, i] (square planes only),
     // w[i, 0]; NaN where the row has no such key, and for an empty or NaN row.
-    std::vector<double> previous_token{}, diagonal{}, first_token{};
+    RowValues<double> previous_token{}, diagonal{}, first_token{};
 };
 
 template <class T>
