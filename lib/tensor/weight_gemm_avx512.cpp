@@ -20,6 +20,9 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdlib>
+#include <memory>
+#include <new>
 #include <utility>
 
 #include "attntrace/tensor/avx512_transpose.hpp"
@@ -97,12 +100,27 @@ void pack_panel_transposed(const float* w, std::size_t ldw, std::size_t kc, std:
         }
 }
 
+// This thread's (kPanelK, 48) panel buffer, allocated at its first product. (As a thread_local
+// array it was 36 KiB of static TLS, which every thread, the process's first one included, had
+// zeroed at its start, products or not: 9 page faults of each start-up, docs/performance.md.)
+float* thread_panel() {
+    struct Free {
+        void operator()(float* p) const noexcept { std::free(p); }
+    };
+    thread_local std::unique_ptr<float, Free> panel;
+    if (!panel) {
+        panel.reset(static_cast<float*>(std::aligned_alloc(64, kPanelK * kPanelCols * sizeof(float))));
+        if (!panel) throw std::bad_alloc();
+    }
+    return panel.get();
+}
+
 // Y (ROWS, OUT) := X · Wᵀ + beta · Y, W (OUT, IN) at LDW or with CONV1D (IN, OUT), ROWS <= kBlockRows:
 // by chunks of Y's columns, in each by blocks of kPanelK k, each cut in panels of 48 columns packed
 // into L1 and used by all the rows.
 void product_panels(const float* x, std::size_t ldx, std::size_t rows, std::size_t in, const float* w,
                     std::size_t ldw, bool conv1d, std::size_t out, float beta, float* y, std::size_t ldy) {
-    alignas(64) static thread_local float panel[kPanelK * kPanelCols];  // (kPanelK, 48)
+    float* const panel = thread_panel();
     for (std::size_t n0 = 0; n0 < out; n0 += kChunkCols)
         for (std::size_t k0 = 0; k0 < std::max<std::size_t>(in, 1); k0 += kPanelK) {
             const std::size_t kc = std::min(kPanelK, in - k0);
