@@ -15,10 +15,11 @@ namespace {
 
 constexpr std::size_t temp_path_capacity = 4096 + 64;
 struct PendingTemp {
-    char path[temp_path_capacity];
+    char path[temp_path_capacity] = {};
     std::atomic<int> state{0};  // 0 free, 1 being set, 2 path names a file
 };
-PendingTemp pending_temps[kPendingTempSlots];
+// zeros from the start (no constructor run at start-up, which touched each slot's 4 KiB page)
+constinit PendingTemp pending_temps[kPendingTempSlots];
 static_assert(std::atomic<int>::is_always_lock_free);
 
 }  // namespace
