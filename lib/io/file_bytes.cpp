@@ -1,6 +1,6 @@
-// FileBytes: a regular file is mmap'ed read-only; stdin ("-"), pipes, devices and files whose
-// size the kernel does not report (/proc) are read into buffer_, no further than their first
-// bytes allow (file_bytes.hpp). Also the registry of inputs read, by identity.
+// FileBytes: a regular file is mmap'ed read-only, or read whole into buffer_ up to 64 KiB; stdin
+// ("-"), pipes, devices and files whose size the kernel does not report (/proc) are read into
+// buffer_, no further than their first bytes allow (file_bytes.hpp). Also the registry of inputs read, by identity.
 //
 // Invariant: data_ points into the mapping when mapping_ is set, else into buffer_ (so a move
 // re-points data_ at the new object's buffer_: a short buffer lives inside the string object).
@@ -148,6 +148,28 @@ std::string read_stream(int fd, const std::string& path) {
     return out;
 }
 
+// A regular file of at most this many bytes is read whole, not mapped: one pread costs less than
+// mmap, the fault on its first page and munmap (the atcold example's three inputs: ~20 µs each on
+// a VM, docs/performance.md).
+constexpr off_t kReadWhole = off_t{64} << 10;
+
+// The SIZE bytes of a small regular file (fewer if it shrank since its fstat).
+std::string read_small(int fd, std::size_t size, const std::string& path) {
+    std::string out(size, '\0');
+    std::size_t used = 0;
+    while (used < size) {
+        const ssize_t got = ::pread(fd, out.data() + used, size - used, static_cast<off_t>(used));
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            throw_errno(path, errno);
+        }
+        if (got == 0) break;
+        used += static_cast<std::size_t>(got);
+    }
+    out.resize(used);
+    return out;
+}
+
 // The mapped files, for mapped_file_at in a SIGBUS handler: a slot is claimed with a
 // compare-exchange on `begin`, its name written, then `end` published; cleared in reverse.
 struct MappedSlot {
@@ -206,7 +228,8 @@ FileBytes FileBytes::open(const std::string& path) {
         if (::fstat(fd, &info) != 0) throw_errno(path, errno);
         if (S_ISDIR(info.st_mode)) throw_errno(path, EISDIR);
         remember(info, path);
-        if (S_ISREG(info.st_mode) && info.st_size > 0) {
+        const bool small = S_ISREG(info.st_mode) && info.st_size > 0 && info.st_size <= kReadWhole;
+        if (S_ISREG(info.st_mode) && info.st_size > kReadWhole) {
             const auto size = static_cast<std::size_t>(info.st_size);
             void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
             if (mapping != MAP_FAILED) {
@@ -219,8 +242,8 @@ FileBytes FileBytes::open(const std::string& path) {
             }
             // Some file systems cannot map: read it instead.
         }
-        // A pipe, a device, an empty file, or a /proc file that reports size 0.
-        file.buffer_ = read_stream(fd, path);
+        // A small file, a pipe, a device, an empty file, or a /proc file that reports size 0.
+        file.buffer_ = small ? read_small(fd, static_cast<std::size_t>(info.st_size), path) : read_stream(fd, path);
     }
     file.data_ = file.buffer_.data();
     file.size_ = file.buffer_.size();

@@ -189,7 +189,8 @@ TEST_CASE("FileBytes reads files whose size the kernel reports as 0") {
 
 TEST_CASE("a moved FileBytes still holds its bytes, short buffered ones included") {
     TempDir dir;
-    write_file(dir / "mapped.json", "[1, 2, 3]");
+    const std::string big = "[1, 2, 3" + std::string(70000, ' ') + "]";  // over 64 KiB: mapped
+    write_file(dir / "mapped.json", big);
     int fds[2];
     REQUIRE(::pipe(fds) == 0);
     REQUIRE(::write(fds[1], "[4]", 3) == 3);  // short enough for std::string's in-object buffer
@@ -207,13 +208,26 @@ TEST_CASE("a moved FileBytes still holds its bytes, short buffered ones included
     CHECK(moved_pipe.bytes() == "[4]");
     CHECK(moved_pipe.name() == "-");
 
+    REQUIRE(attntrace::mapped_file_at(mapped->bytes().data()) != nullptr);
     FileBytes moved_map(std::move(*mapped));
     mapped.reset();
-    CHECK(moved_map.bytes() == "[1, 2, 3]");
+    CHECK(moved_map.bytes() == big);
 
     moved_map = std::move(moved_pipe);
     CHECK(moved_map.bytes() == "[4]");
     CHECK(moved_map.name() == "-");
+}
+
+TEST_CASE("FileBytes: a regular file of at most 64 KiB is read whole, a larger one mapped") {
+    TempDir dir;
+    for (const std::size_t size : {std::size_t{1}, std::size_t{65536}, std::size_t{65537}}) {
+        std::string text(size, 'x');
+        text.front() = 'a', text.back() = 'z';
+        write_file(dir / "f.bin", text);
+        const FileBytes file = FileBytes::open(dir / "f.bin");
+        CHECK(file.bytes() == text);
+        CHECK((attntrace::mapped_file_at(file.bytes().data()) != nullptr) == (size > 65536));
+    }
 }
 
 TEST_CASE("FileBytes::resident gives the mapped bytes in place; mapped_file_at names their file while mapped") {

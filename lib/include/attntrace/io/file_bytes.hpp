@@ -1,6 +1,7 @@
 #pragma once
-// The bytes of an input file, memory-mapped when it is a regular file (large inputs are never
-// copied just to be parsed), read into memory when it is stdin ("-"), a pipe or a device.
+// The bytes of an input file, memory-mapped when it is a regular file of more than 64 KiB (large
+// inputs are never copied just to be parsed), read into memory when it is a smaller one (one
+// pread costs less than a mapping), stdin ("-"), a pipe or a device.
 //
 // A stream is read no further than the file it holds can reach: its first bytes decide the
 // format (sniff.hpp), and reading stops at once when they are neither .npy, JSON nor
