@@ -1,6 +1,7 @@
 // FileBytes: a regular file is mmap'ed read-only, or read whole into buffer_ up to 64 KiB; stdin
 // ("-"), pipes, devices and files whose size the kernel does not report (/proc) are read into
-// buffer_, no further than their first bytes allow (file_bytes.hpp). Also the registry of inputs read, by identity.
+// buffer_, no further than their first bytes allow (file_bytes.hpp). Also the registry of inputs
+// read, by identity.
 //
 // Invariant: data_ points into the mapping when mapping_ is set, else into buffer_ (so a move
 // re-points data_ at the new object's buffer_: a short buffer lives inside the string object).
