@@ -154,21 +154,17 @@ std::string read_stream(int fd, const std::string& path) {
 // a VM, docs/performance.md).
 constexpr off_t kReadWhole = off_t{64} << 10;
 
-// The SIZE bytes of a small regular file (fewer if it shrank since its fstat).
-std::string read_small(int fd, std::size_t size, const std::string& path) {
-    std::string out(size, '\0');
-    std::size_t used = 0;
-    while (used < size) {
-        const ssize_t got = ::pread(fd, out.data() + used, size - used, static_cast<off_t>(used));
-        if (got < 0) {
-            if (errno == EINTR) continue;
-            throw_errno(path, errno);
-        }
-        if (got == 0) break;
-        used += static_cast<std::size_t>(got);
+// LENGTH bytes of FD (the file NAME) from OFFSET into TO; InputError when the file shrank.
+void pread_exactly(int fd, const std::string& name, std::size_t offset, std::size_t length, void* to) {
+    constexpr std::size_t max_read = std::size_t{1} << 30;  // Linux reads at most ~2 GiB at once
+    char* out = static_cast<char*>(to);
+    while (length > 0) {
+        const ssize_t got = ::pread(fd, out, std::min(length, max_read), static_cast<off_t>(offset));
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) throw_errno(name, errno);
+        if (got == 0) throw InputError(name + ": the file shrank while it was read");
+        out += got, offset += static_cast<std::size_t>(got), length -= static_cast<std::size_t>(got);
     }
-    out.resize(used);
-    return out;
 }
 
 // The mapped files, for mapped_file_at in a SIGBUS handler: a slot is claimed with a
@@ -244,7 +240,12 @@ FileBytes FileBytes::open(const std::string& path) {
             // Some file systems cannot map: read it instead.
         }
         // A small file, a pipe, a device, an empty file, or a /proc file that reports size 0.
-        file.buffer_ = small ? read_small(fd, static_cast<std::size_t>(info.st_size), path) : read_stream(fd, path);
+        if (small) {
+            file.buffer_.resize(static_cast<std::size_t>(info.st_size));
+            pread_exactly(fd, path, 0, file.buffer_.size(), file.buffer_.data());
+        } else {
+            file.buffer_ = read_stream(fd, path);
+        }
     }
     file.data_ = file.buffer_.data();
     file.size_ = file.buffer_.size();
@@ -400,15 +401,7 @@ void FileBytes::copy(std::size_t offset, std::size_t length, void* to) const {
 }
 
 void FileBytes::read_range(std::size_t offset, std::size_t length, void* to) const {
-    constexpr std::size_t max_read = std::size_t{1} << 30;  // Linux reads at most ~2 GiB at once
-    char* out = static_cast<char*>(to);
-    while (length > 0) {
-        const ssize_t got = ::pread(fd_, out, std::min(length, max_read), static_cast<off_t>(offset));
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) throw_errno(name_, errno);
-        if (got == 0) throw InputError(name_ + ": the file shrank while it was read");
-        out += got, offset += static_cast<std::size_t>(got), length -= static_cast<std::size_t>(got);
-    }
+    pread_exactly(fd_, name_, offset, length, to);
 }
 
 FileBytes::~FileBytes() {
