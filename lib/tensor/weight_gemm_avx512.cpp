@@ -20,12 +20,11 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
-#include <cstdlib>
-#include <memory>
-#include <new>
 #include <utility>
+#include <vector>
 
 #include "attntrace/tensor/avx512_transpose.hpp"
+#include "attntrace/tensor/buffer.hpp"
 
 namespace attntrace::weight_kernels {
 namespace {
@@ -100,19 +99,13 @@ void pack_panel_transposed(const float* w, std::size_t ldw, std::size_t kc, std:
         }
 }
 
-// This thread's (kPanelK, 48) panel buffer, allocated at its first product. (As a thread_local
-// array it was 36 KiB of static TLS, which every thread, the process's first one included, had
-// zeroed at its start, products or not: 9 page faults of each start-up, docs/performance.md.)
+// This thread's (kPanelK, 48) panel buffer (64-byte aligned, from allocate_buffer), made at its
+// first product. (As a thread_local array it was 36 KiB of static TLS, which every thread, the
+// process's first one included, had zeroed at its start, products or not: 9 page faults of each
+// start-up, docs/performance.md.)
 float* thread_panel() {
-    struct Free {
-        void operator()(float* p) const noexcept { std::free(p); }
-    };
-    thread_local std::unique_ptr<float, Free> panel;
-    if (!panel) {
-        panel.reset(static_cast<float*>(std::aligned_alloc(64, kPanelK * kPanelCols * sizeof(float))));
-        if (!panel) throw std::bad_alloc();
-    }
-    return panel.get();
+    thread_local std::vector<float, BufferAllocator<float>> panel(kPanelK * kPanelCols);
+    return panel.data();
 }
 
 // Y (ROWS, OUT) := X · Wᵀ + beta · Y, W (OUT, IN) at LDW or with CONV1D (IN, OUT), ROWS <= kBlockRows:
