@@ -65,14 +65,14 @@ struct MhaConfig {
     bool add_zero_attn = false;  // torch's add_zero_attn: a zero key/value row per batch, Lk grows by 1
 };
 
-// What each attention row attends to: per (head index, query), the head index being (B, H) for
-// mha and Q's leading dims for sdpa. Computed on both paths (the tiled one keeps no weights).
-// Each is (B, H, Lq) values, taken from the buffer pool (tensor/buffer.hpp) like an Array's: at
-// L = 4096, H = 8, the six of them are 1.6 MB, which as fresh 4 KiB pages cost 5-7 ms of the run's
+// One value per attention row, taken from the buffer pool (tensor/buffer.hpp) like an Array's: at
+// L = 4096, H = 8, RowStats' six are 1.6 MB, which as fresh 4 KiB pages cost 5-7 ms of mha's
 // serial start on a VM (docs/performance.md); from the pool they take pages made ahead.
 template <class V>
 using RowValues = std::vector<V, BufferAllocator<V>>;
 
+// What each attention row attends to: per (head index, query), the head index being (B, H) for
+// mha and Q's leading dims for sdpa. Computed on both paths (the tiled one keeps no weights).
 struct RowStats {
     Shape shape;                          // (B, H, Lq) or (..., Lq); unbatched mha: (H, Lq)
     RowValues<double> entropy;            // -sum_j w_j ln w_j, in nats; 0 for an empty row, NaN for a NaN row
